@@ -1,0 +1,24 @@
+// Shared helpers for tests: where the models and references live, scratch files.
+#ifndef TEXTGEN_TESTS_TEST_UTIL_H_
+#define TEXTGEN_TESTS_TEST_UTIL_H_
+
+#include <string>
+
+namespace textgen::testing {
+
+// $TEXTGEN_MODELS, else <source>/../shared/models. Fails the test if the folder is missing.
+std::string ModelsDir();
+// $TEXTGEN_REFERENCE, else <ModelsDir()>/../reference.
+std::string ReferenceDir();
+// ModelsDir() + "/" + name.
+std::string ModelPath(const std::string& name);
+// A fresh, empty directory under $TMPDIR, unique per call; removed at process exit.
+std::string ScratchDir();
+// Writes `bytes` to `path` (binary), replacing it.
+void WriteFile(const std::string& path, const std::string& bytes);
+// Reads a whole file; fails the test if it cannot.
+std::string ReadFile(const std::string& path);
+
+}  // namespace textgen::testing
+
+#endif  // TEXTGEN_TESTS_TEST_UTIL_H_
