@@ -1,0 +1,106 @@
+#include "engine/kv_cache/block_pool.h"
+
+#include <sys/mman.h>
+
+#include <cassert>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace textgen {
+
+absl::StatusOr<std::unique_ptr<BlockPool>> BlockPool::Create(const KvCacheOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  const size_t bytes = options.BlockStrideBytes() * static_cast<size_t>(options.num_blocks);
+  // mmap rather than operator new: the pages are guaranteed untouched until first write (no
+  // allocator reuse of dirty memory, no eager commit) and page alignment covers the 64 bytes.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot reserve %u bytes for the KV cache (%d blocks): %s", bytes,
+                        options.num_blocks, std::strerror(err)));
+  }
+  return std::unique_ptr<BlockPool>(new BlockPool(options, static_cast<float*>(p), bytes));
+}
+
+BlockPool::BlockPool(const KvCacheOptions& options, float* data, size_t mapped_bytes)
+    : options_(options),
+      block_stride_(options.BlockStrideBytes() / sizeof(float)),
+      tile_floats_(static_cast<size_t>(options.block_size) * options.head_dim),
+      data_(data),
+      mapped_bytes_(mapped_bytes),
+      refcount_(options.num_blocks, 0) {
+  // Pushed in reverse so the first allocations hand out 0, 1, 2, ...: deterministic ids and
+  // the low (first touched) part of the mapping is reused before fresh pages.
+  free_list_.reserve(options.num_blocks);
+  for (int32_t b = options.num_blocks - 1; b >= 0; --b) free_list_.push_back(b);
+}
+
+BlockPool::~BlockPool() { munmap(data_, mapped_bytes_); }
+
+absl::StatusOr<int32_t> BlockPool::Allocate() {
+  if (free_list_.empty()) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("KV cache pool exhausted: %d blocks of %d tokens all in use",
+                        options_.num_blocks, options_.block_size));
+  }
+  const int32_t block = free_list_.back();
+  free_list_.pop_back();
+  assert(refcount_[block] == 0);
+  refcount_[block] = 1;
+  return block;
+}
+
+absl::Status BlockPool::CheckId(int32_t block, const char* op) const {
+  if (block >= 0 && block < options_.num_blocks) return absl::OkStatus();
+  assert(false && "KV block id out of range");
+  return absl::OutOfRangeError(
+      absl::StrFormat("%s of KV block %d, pool has %d blocks", op, block, options_.num_blocks));
+}
+
+absl::Status BlockPool::IncRef(int32_t block) {
+  if (absl::Status s = CheckId(block, "IncRef"); !s.ok()) return s;
+  if (refcount_[block] == 0) {
+    assert(false && "IncRef of a free KV block");
+    return absl::FailedPreconditionError(absl::StrFormat("IncRef of free KV block %d", block));
+  }
+  ++refcount_[block];
+  return absl::OkStatus();
+}
+
+absl::Status BlockPool::DecRef(int32_t block) {
+  if (absl::Status s = CheckId(block, "DecRef"); !s.ok()) return s;
+  if (refcount_[block] == 0) {
+    // A double free. Pushing the id again would let two sequences allocate the same block and
+    // silently overwrite each other's KV, so refuse instead.
+    assert(false && "DecRef of a free KV block (double free)");
+    return absl::FailedPreconditionError(
+        absl::StrFormat("DecRef of free KV block %d (double free)", block));
+  }
+  if (--refcount_[block] == 0) free_list_.push_back(block);
+  return absl::OkStatus();
+}
+
+int BlockPool::RefCount(int32_t block) const {
+  if (block < 0 || block >= options_.num_blocks) return 0;
+  return refcount_[block];
+}
+
+void BlockPool::CopyBlock(int32_t src, int32_t dst) {
+  assert(src >= 0 && src < options_.num_blocks && dst >= 0 && dst < options_.num_blocks);
+  if (src == dst) return;
+  std::memcpy(data_ + dst * block_stride_, data_ + src * block_stride_,
+              options_.FloatsPerBlock() * sizeof(float));
+}
+
+float* BlockPool::Tile(int32_t block, int layer, int kv, int kv_head) {
+  assert(block >= 0 && block < options_.num_blocks);
+  assert(layer >= 0 && layer < options_.n_layers);
+  assert(kv_head >= 0 && kv_head < options_.n_kv_heads);
+  const size_t tile = (static_cast<size_t>(layer) * 2 + kv) * options_.n_kv_heads + kv_head;
+  return data_ + static_cast<size_t>(block) * block_stride_ + tile * tile_floats_;
+}
+
+}  // namespace textgen

@@ -1,0 +1,93 @@
+// The physical storage of the paged KV cache: one buffer cut into fixed-size blocks, a free
+// list and per-block reference counts (vLLM's block allocator).
+#ifndef TEXTGEN_ENGINE_KV_CACHE_BLOCK_POOL_H_
+#define TEXTGEN_ENGINE_KV_CACHE_BLOCK_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/kv_cache/kv_cache_options.h"
+
+namespace textgen {
+
+// Owns every KV block. A block holds `block_size` token positions for all layers; its layout
+//   [n_layers][2 (K, V)][n_kv_heads][block_size][head_dim]  (F32)
+// puts the keys (or values) of one layer and one KV head for all of the block's tokens in one
+// contiguous [block_size, head_dim] tile, which is what attention streams through.
+//
+// A block id is either free (refcount 0, on the free list exactly once) or live (refcount >= 1,
+// not on the free list). Refcounts above 1 mean the block is shared between sequences (after a
+// fork) and must not be written; see KvCache for copy-on-write.
+//
+// The buffer is reserved with mmap and never zeroed or touched here, so a pool sized to most of
+// RAM costs nothing until blocks are written; fresh pages read as zero, recycled blocks hold
+// stale data.
+//
+// Thread-compatible: const methods may run concurrently; anything else needs external locking.
+class BlockPool {
+ public:
+  // InvalidArgument for a bad shape (see KvCacheOptions::Validate), ResourceExhausted if the
+  // OS refuses the mapping.
+  static absl::StatusOr<std::unique_ptr<BlockPool>> Create(const KvCacheOptions& options);
+  ~BlockPool();
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+
+  // Takes a free block and sets its refcount to 1. Its contents are unspecified.
+  // ResourceExhausted if none is free.
+  absl::StatusOr<int32_t> Allocate();
+  // Adds a reference to a live block. Referencing a free or out-of-range block is a caller bug:
+  // asserts in debug builds, returns FailedPrecondition / OutOfRange (changing nothing) otherwise.
+  absl::Status IncRef(int32_t block);
+  // Drops a reference; the block returns to the free list when it reaches 0. Same bug handling
+  // as IncRef, so a double free can never put a block on the free list twice.
+  absl::Status DecRef(int32_t block);
+  // 0 for free blocks (and, defensively, for out-of-range ids).
+  int RefCount(int32_t block) const;
+
+  // Copies every layer's K and V of `src` into `dst` (the padding is not copied). Both must be
+  // valid ids; copying a block onto itself does nothing.
+  void CopyBlock(int32_t src, int32_t dst);
+
+  // [block_size, head_dim] tiles of one block for one layer and one KV head.
+  float* Key(int32_t block, int layer, int kv_head) { return Tile(block, layer, 0, kv_head); }
+  float* Value(int32_t block, int layer, int kv_head) { return Tile(block, layer, 1, kv_head); }
+  const float* Key(int32_t block, int layer, int kv_head) const {
+    return const_cast<BlockPool*>(this)->Tile(block, layer, 0, kv_head);
+  }
+  const float* Value(int32_t block, int layer, int kv_head) const {
+    return const_cast<BlockPool*>(this)->Tile(block, layer, 1, kv_head);
+  }
+
+  int num_free() const { return static_cast<int>(free_list_.size()); }
+  int num_total() const { return options_.num_blocks; }
+  int block_size() const { return options_.block_size; }
+  // Bytes between consecutive blocks (the used floats padded to kKvBlockAlignment).
+  size_t block_bytes() const { return block_stride_ * sizeof(float); }
+  const KvCacheOptions& options() const { return options_; }
+  // The free list, next block to be allocated last. For diagnostics and tests.
+  absl::Span<const int32_t> free_blocks() const { return free_list_; }
+
+ private:
+  BlockPool(const KvCacheOptions& options, float* data, size_t mapped_bytes);
+  float* Tile(int32_t block, int layer, int kv, int kv_head);
+  // OutOfRange unless 0 <= block < num_total(); asserts first in debug builds.
+  absl::Status CheckId(int32_t block, const char* op) const;
+
+  const KvCacheOptions options_;
+  const size_t block_stride_;  // floats between blocks, a multiple of kKvBlockAlignment / 4
+  const size_t tile_floats_;   // block_size * head_dim
+  float* const data_;          // [num_blocks][block_stride_], 64-byte aligned (page aligned)
+  const size_t mapped_bytes_;
+  std::vector<int32_t> free_list_;  // LIFO stack: a just-freed block is reused first (warm)
+  std::vector<int32_t> refcount_;   // [num_blocks]
+};
+
+}  // namespace textgen
+
+#endif  // TEXTGEN_ENGINE_KV_CACHE_BLOCK_POOL_H_

@@ -1,0 +1,137 @@
+#include "engine/kv_cache/kv_cache.h"
+
+#include <algorithm>
+#include <cassert>
+#include <climits>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "spdlog/spdlog.h"
+
+namespace textgen {
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheOptions& options) {
+  absl::StatusOr<std::unique_ptr<BlockPool>> pool = BlockPool::Create(options);
+  if (!pool.ok()) return pool.status();
+  return std::unique_ptr<KvCache>(new KvCache(std::move(pool).value()));
+}
+
+int KvCache::BlocksFor(int64_t num_tokens) const {
+  const int64_t bs = pool_->block_size();
+  return static_cast<int>((num_tokens + bs - 1) / bs);
+}
+
+void KvCache::Release(int32_t block) {
+  // The pool already asserted in debug builds; in release keep serving but leave a trace, since
+  // a refcount bug here means some sequence's KV may be wrong.
+  if (absl::Status s = pool_->DecRef(block); !s.ok()) {
+    spdlog::error("KV cache refcount bug: {}", s.ToString());
+  }
+}
+
+int KvCache::BlocksNeeded(const BlockTable& t, int n) const {
+  if (n <= 0) return 0;
+  const int bs = pool_->block_size();
+  int needed = BlocksFor(static_cast<int64_t>(t.num_tokens) + n) - t.num_blocks();
+  // The next slot lands in the current last block only if it is partly filled; if that block
+  // is shared, writing it would change the other sequences' KV, so it must be copied first.
+  if (t.num_tokens % bs != 0 && pool_->RefCount(t.blocks.back()) > 1) ++needed;
+  return needed;
+}
+
+absl::Status KvCache::Append(BlockTable& t, int n) {
+  assert(t.num_blocks() == BlocksFor(t.num_tokens));
+  if (n < 0) return absl::InvalidArgumentError(absl::StrFormat("Append of %d tokens", n));
+  if (n == 0) return absl::OkStatus();
+  if (n > INT_MAX - t.num_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Append of %d tokens to a %d-token sequence overflows", n, t.num_tokens));
+  }
+  const int needed = BlocksNeeded(t, n);
+  const int bs = pool_->block_size();
+  const bool cow = t.num_tokens % bs != 0 && pool_->RefCount(t.blocks.back()) > 1;
+  if (needed > pool_->num_free()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "KV cache pool exhausted: appending %d tokens to a %d-token sequence needs %d blocks of "
+        "%d tokens (%d for copy-on-write) but only %d of %d are free",
+        n, t.num_tokens, needed, bs, cow ? 1 : 0, pool_->num_free(), pool_->num_total()));
+  }
+  // Take every block before touching `t`, so a failure (impossible after the check above while
+  // single-threaded, but cheap to honour) leaves everything as it was.
+  std::vector<int32_t> fresh;
+  fresh.reserve(needed);
+  for (int i = 0; i < needed; ++i) {
+    absl::StatusOr<int32_t> b = pool_->Allocate();
+    if (!b.ok()) {
+      for (int32_t f : fresh) Release(f);
+      return b.status();
+    }
+    fresh.push_back(*b);
+  }
+  auto next = fresh.begin();
+  if (cow) {
+    const int32_t shared = t.blocks.back();
+    pool_->CopyBlock(shared, *next);
+    t.blocks.back() = *next++;
+    Release(shared);  // others still hold it: refcount was > 1
+  }
+  t.blocks.insert(t.blocks.end(), next, fresh.end());
+  t.num_tokens += n;
+  assert(t.num_blocks() == BlocksFor(t.num_tokens));
+  return absl::OkStatus();
+}
+
+BlockTable KvCache::Fork(const BlockTable& t) {
+  BlockTable child;
+  child.blocks = t.blocks;
+  child.num_tokens = t.num_tokens;
+  for (int32_t b : child.blocks) {
+    if (absl::Status s = pool_->IncRef(b); !s.ok()) {
+      spdlog::error("KV cache refcount bug in Fork: {}", s.ToString());
+    }
+  }
+  return child;
+}
+
+void KvCache::Free(BlockTable& t) {
+  for (int32_t b : t.blocks) Release(b);
+  t.blocks.clear();
+  t.num_tokens = 0;
+}
+
+void KvCache::Truncate(BlockTable& t, int num_tokens) {
+  assert(num_tokens >= 0 && num_tokens <= t.num_tokens);
+  num_tokens = std::clamp(num_tokens, 0, t.num_tokens);
+  const int keep = BlocksFor(num_tokens);
+  for (int i = keep; i < t.num_blocks(); ++i) Release(t.blocks[i]);
+  t.blocks.resize(keep);
+  t.num_tokens = num_tokens;
+}
+
+void KvCache::DropFront(BlockTable& t, int n_blocks_to_drop, int keep_blocks) {
+  assert(n_blocks_to_drop >= 0 && keep_blocks >= 0);
+  assert(static_cast<int64_t>(keep_blocks) + n_blocks_to_drop <= t.num_blocks());
+  keep_blocks = std::clamp(keep_blocks, 0, t.num_blocks());
+  n_blocks_to_drop = std::clamp(n_blocks_to_drop, 0, t.num_blocks() - keep_blocks);
+  if (n_blocks_to_drop == 0) return;
+  const int bs = pool_->block_size();
+  const int end = keep_blocks + n_blocks_to_drop;
+  // Tokens actually stored in the dropped range: the last block may be partly filled.
+  const int dropped_tokens =
+      static_cast<int>(std::min<int64_t>(t.num_tokens, static_cast<int64_t>(end) * bs) -
+                       static_cast<int64_t>(keep_blocks) * bs);
+  for (int i = keep_blocks; i < end; ++i) Release(t.blocks[i]);
+  t.blocks.erase(t.blocks.begin() + keep_blocks, t.blocks.begin() + end);
+  t.num_tokens -= dropped_tokens;
+  assert(t.num_blocks() == BlocksFor(t.num_tokens));
+}
+
+float* KvCache::Slot(const BlockTable& t, int layer, int kv_head, int slot, bool value) {
+  assert(slot >= 0 && slot < t.num_tokens);
+  const int bs = pool_->block_size();
+  const int32_t block = t.BlockOf(slot, bs);
+  float* tile = value ? pool_->Value(block, layer, kv_head) : pool_->Key(block, layer, kv_head);
+  return tile + static_cast<size_t>(BlockTable::OffsetOf(slot, bs)) * pool_->options().head_dim;
+}
+
+}  // namespace textgen

@@ -1,0 +1,102 @@
+// The paged KV cache manager (vLLM block-manager style): grows, forks, shrinks and frees
+// per-sequence block tables over one shared BlockPool, with copy-on-write for shared blocks.
+#ifndef TEXTGEN_ENGINE_KV_CACHE_KV_CACHE_H_
+#define TEXTGEN_ENGINE_KV_CACHE_KV_CACHE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/kv_cache/block_pool.h"
+#include "engine/kv_cache/block_table.h"
+#include "engine/kv_cache/kv_cache_options.h"
+
+namespace textgen {
+
+// Typical use per decode step: `CanAppend(t, n)` (scheduler), `Append(t, n)`, then the model
+// writes K/V for slots [old num_tokens, new num_tokens) through KeySlot/ValueSlot and reads
+// earlier slots through the pool's [block_size, head_dim] tiles of `t.blocks`.
+//
+// Sharing rule: a block with refcount > 1 is read-only. Append guarantees that every slot it
+// makes room for lies in a block referenced only by `t` (it copies a shared, partly filled
+// last block first), so writing just the newly appended slots never disturbs a fork.
+// Overwriting older slots is only safe in blocks whose refcount is 1.
+//
+// Every BlockTable passed in must have been built by this KvCache (empty, Fork, Append...) and
+// must be Freed before it is dropped, or its blocks leak.
+//
+// Thread-compatible: the scheduler drives it from one thread. Concurrent readers of the block
+// data (attention over different sequences) are fine while no method mutates the cache.
+class KvCache {
+ public:
+  // See BlockPool::Create for errors.
+  static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvCacheOptions& options);
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  // Makes room for `n` more tokens and advances t.num_tokens by n, allocating blocks as needed
+  // and copying the last block first if it is shared and partly filled (copy-on-write).
+  // All-or-nothing: on ResourceExhausted (message gives blocks needed vs free) neither `t` nor
+  // the pool changed. InvalidArgument if n < 0 or the count would overflow. n == 0 is a no-op.
+  absl::Status Append(BlockTable& t, int n);
+  // Free blocks Append(t, n) would take, including the copy-on-write block.
+  int BlocksNeeded(const BlockTable& t, int n) const;
+  bool CanAppend(const BlockTable& t, int n) const {
+    return BlocksNeeded(t, n) <= pool_->num_free();
+  }
+
+  // A new table sharing every block of `t` (each refcount + 1); no data is copied. Both
+  // tables may then Append independently; the first to write a shared partial block copies it.
+  BlockTable Fork(const BlockTable& t);
+  // Drops the table's references and leaves it empty. Idempotent.
+  void Free(BlockTable& t);
+  // Keeps the first `num_tokens` tokens (0 <= num_tokens <= t.num_tokens) and releases the
+  // blocks no longer needed, e.g. when a session rolls back to an earlier turn. Data in the
+  // kept slots is untouched.
+  void Truncate(BlockTable& t, int num_tokens);
+  // Sliding-window eviction: releases `n_blocks_to_drop` whole blocks starting after the first
+  // `keep_blocks` (the kept prefix is typically the system prompt / attention sinks), requires
+  // keep_blocks + n_blocks_to_drop <= t.num_blocks(). Logical slots after the dropped range
+  // shift down by n_blocks_to_drop * block_size (token data stays in its block; only the
+  // numbering changes), so any position-dependent state (RoPE already baked into K) is the
+  // caller's concern. If the dropped range includes the partly filled last block, num_tokens
+  // becomes keep_blocks * block_size.
+  void DropFront(BlockTable& t, int n_blocks_to_drop, int keep_blocks);
+
+  // [head_dim] key / value of one token: layer, KV head, logical slot in [0, t.num_tokens).
+  float* KeySlot(const BlockTable& t, int layer, int kv_head, int slot) {
+    return Slot(t, layer, kv_head, slot, /*value=*/false);
+  }
+  float* ValueSlot(const BlockTable& t, int layer, int kv_head, int slot) {
+    return Slot(t, layer, kv_head, slot, /*value=*/true);
+  }
+  const float* KeySlot(const BlockTable& t, int layer, int kv_head, int slot) const {
+    return const_cast<KvCache*>(this)->Slot(t, layer, kv_head, slot, false);
+  }
+  const float* ValueSlot(const BlockTable& t, int layer, int kv_head, int slot) const {
+    return const_cast<KvCache*>(this)->Slot(t, layer, kv_head, slot, true);
+  }
+
+  int num_free_blocks() const { return pool_->num_free(); }
+  int num_total_blocks() const { return pool_->num_total(); }
+  int block_size() const { return pool_->block_size(); }
+  const KvCacheOptions& options() const { return pool_->options(); }
+  // Direct block access for attention kernels (tiles of t.blocks[i]).
+  BlockPool& pool() { return *pool_; }
+  const BlockPool& pool() const { return *pool_; }
+
+ private:
+  explicit KvCache(std::unique_ptr<BlockPool> pool) : pool_(std::move(pool)) {}
+  float* Slot(const BlockTable& t, int layer, int kv_head, int slot, bool value);
+  // DecRef that reports a refcount bug loudly instead of dropping it.
+  void Release(int32_t block);
+  // Blocks needed to hold `num_tokens` tokens.
+  int BlocksFor(int64_t num_tokens) const;
+
+  std::unique_ptr<BlockPool> pool_;
+};
+
+}  // namespace textgen
+
+#endif  // TEXTGEN_ENGINE_KV_CACHE_KV_CACHE_H_

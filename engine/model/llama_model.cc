@@ -1,0 +1,204 @@
+#include "engine/model/llama_model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/rope.h"
+#include "engine/util/status_macros.h"
+
+namespace textgen {
+
+absl::StatusOr<std::unique_ptr<ops::Linear>> LlamaModel::MakeLinear(
+    const WeightSource& source, const std::string& name, int64_t out, int64_t in,
+    const ops::LinearOptions& o) {
+  TG_ASSIGN_OR_RETURN(std::vector<float> w, source.LoadF32(name, {out, in}));
+  ops::LinearOptions options = o;
+  options.copy_weights = true;  // `w` is a temporary
+  auto linear = ops::Linear::Create(w.data(), out, in, options);
+  if (!linear.ok()) {
+    return absl::Status(linear.status().code(),
+                        absl::StrCat("preparing ", name, ": ", linear.status().message()));
+  }
+  weight_bytes_ += static_cast<size_t>(out * in) *
+                   (o.compute == ops::LinearCompute::kBf16 ? 2 : sizeof(float));
+  return std::move(linear).value();
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig& config,
+                                                               const WeightSource& source,
+                                                               const LlamaModelOptions& options) {
+  TG_RETURN_IF_ERROR(config.Validate());
+  auto m = std::unique_ptr<LlamaModel>(new LlamaModel(config));
+  const int64_t d = config.n_embd, ff = config.n_ff, vocab = config.n_vocab;
+  const int64_t q_dim = int64_t{config.n_heads} * config.head_dim;
+  const int64_t kv_dim = int64_t{config.n_kv_heads} * config.head_dim;
+  const ops::LinearOptions& lo = options.linear;
+
+  TG_ASSIGN_OR_RETURN(m->token_embd_, source.LoadF32("token_embd.weight", {vocab, d}));
+  TG_ASSIGN_OR_RETURN(m->output_norm_, source.LoadF32("output_norm.weight", {d}));
+  const std::string output_name =
+      source.Has("output.weight") ? "output.weight" : "token_embd.weight";
+  TG_ASSIGN_OR_RETURN(m->output_, m->MakeLinear(source, output_name, vocab, d, lo));
+
+  m->layers_.resize(config.n_layers);
+  for (int l = 0; l < config.n_layers; ++l) {
+    Layer& L = m->layers_[l];
+    const std::string p = absl::StrCat("blk.", l, ".");
+    TG_ASSIGN_OR_RETURN(L.attn_norm, source.LoadF32(p + "attn_norm.weight", {d}));
+    TG_ASSIGN_OR_RETURN(L.ffn_norm, source.LoadF32(p + "ffn_norm.weight", {d}));
+    TG_ASSIGN_OR_RETURN(L.wq, m->MakeLinear(source, p + "attn_q.weight", q_dim, d, lo));
+    TG_ASSIGN_OR_RETURN(L.wk, m->MakeLinear(source, p + "attn_k.weight", kv_dim, d, lo));
+    TG_ASSIGN_OR_RETURN(L.wv, m->MakeLinear(source, p + "attn_v.weight", kv_dim, d, lo));
+    TG_ASSIGN_OR_RETURN(L.wo, m->MakeLinear(source, p + "attn_output.weight", d, q_dim, lo));
+    TG_ASSIGN_OR_RETURN(L.w_gate, m->MakeLinear(source, p + "ffn_gate.weight", ff, d, lo));
+    TG_ASSIGN_OR_RETURN(L.w_up, m->MakeLinear(source, p + "ffn_up.weight", ff, d, lo));
+    TG_ASSIGN_OR_RETURN(L.w_down, m->MakeLinear(source, p + "ffn_down.weight", d, ff, lo));
+  }
+  return m;
+}
+
+absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
+                                 std::vector<float>* logits) {
+  const ModelConfig& c = config_;
+  const int64_t d = c.n_embd;
+  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim;
+  const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+
+  // Validate everything before touching the cache.
+  int64_t total = 0, rows = 0, blocks_needed = 0;
+  for (const ForwardSeq& s : seqs) {
+    if (s.table == nullptr || s.tokens.empty()) {
+      return absl::InvalidArgumentError("forward: every sequence needs a table and tokens");
+    }
+    for (int32_t t : s.tokens) {
+      if (t < 0 || t >= c.n_vocab) {
+        return absl::InvalidArgumentError(absl::StrCat("token id ", t,
+                                                       " is outside the vocabulary [0, ",
+                                                       c.n_vocab, ")"));
+      }
+    }
+    if (s.pos0 < 0) return absl::InvalidArgumentError("forward: negative position");
+    total += static_cast<int64_t>(s.tokens.size());
+    rows += s.all_logits ? static_cast<int64_t>(s.tokens.size()) : 1;
+    blocks_needed += cache.BlocksNeeded(*s.table, static_cast<int>(s.tokens.size()));
+  }
+  if (total == 0) {
+    logits->clear();
+    return absl::OkStatus();
+  }
+  if (blocks_needed > cache.num_free_blocks()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("KV cache pool exhausted: this step needs ", blocks_needed,
+                     " blocks, ", cache.num_free_blocks(), " of ", cache.num_total_blocks(),
+                     " are free"));
+  }
+  for (ForwardSeq& s : seqs) {
+    absl::Status st = cache.Append(*s.table, static_cast<int>(s.tokens.size()));
+    // Cannot fail after the check above (the tables are distinct); keep the guard honest.
+    if (!st.ok()) return st;
+  }
+
+  Scratch& s = s_;
+  s.x.resize(total * d);
+  s.xn.resize(total * d);
+  s.q.resize(total * q_dim);
+  s.k.resize(total * kv_dim);
+  s.v.resize(total * kv_dim);
+  s.attn.resize(total * q_dim);
+  s.gate.resize(total * c.n_ff);
+  s.up.resize(total * c.n_ff);
+  s.proj.resize(total * d);
+  s.pos.resize(total);
+
+  // Embeddings and positions, sequence after sequence.
+  int64_t row = 0;
+  for (const ForwardSeq& fs : seqs) {
+    for (size_t i = 0; i < fs.tokens.size(); ++i, ++row) {
+      std::memcpy(&s.x[row * d], &token_embd_[int64_t{fs.tokens[i]} * d], d * sizeof(float));
+      s.pos[row] = fs.pos0 + static_cast<int32_t>(i);
+    }
+  }
+
+  const ops::RopeConfig rope_q{c.n_heads, c.head_dim, c.rope_dim, c.rope_base, 1.0f};
+  const ops::RopeConfig rope_k{c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, 1.0f};
+  for (int l = 0; l < c.n_layers; ++l) {
+    Layer& L = layers_[l];
+    // Attention block: x += Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)).
+    ops::RmsNorm(s.x.data(), total, d, L.attn_norm.data(), c.rms_eps, s.xn.data());
+    TG_RETURN_IF_ERROR(L.wq->Forward(s.xn.data(), total, s.q.data()));
+    TG_RETURN_IF_ERROR(L.wk->Forward(s.xn.data(), total, s.k.data()));
+    TG_RETURN_IF_ERROR(L.wv->Forward(s.xn.data(), total, s.v.data()));
+    ops::Rope(rope_q, s.pos.data(), total, s.q.data());
+    ops::Rope(rope_k, s.pos.data(), total, s.k.data());
+    TG_RETURN_IF_ERROR(Attention(cache, seqs, l));
+    TG_RETURN_IF_ERROR(L.wo->Forward(s.attn.data(), total, s.proj.data()));
+    ops::Add(s.x.data(), s.proj.data(), total * d);
+    // Feed-forward block: x += W_down · (silu(W_gate·n(x)) * W_up·n(x)).
+    ops::RmsNorm(s.x.data(), total, d, L.ffn_norm.data(), c.rms_eps, s.xn.data());
+    TG_RETURN_IF_ERROR(L.w_gate->Forward(s.xn.data(), total, s.gate.data()));
+    TG_RETURN_IF_ERROR(L.w_up->Forward(s.xn.data(), total, s.up.data()));
+    ops::SiluMul(s.gate.data(), s.up.data(), total * c.n_ff);
+    TG_RETURN_IF_ERROR(L.w_down->Forward(s.gate.data(), total, s.proj.data()));
+    ops::Add(s.x.data(), s.proj.data(), total * d);
+  }
+
+  // Final norm and logits only for the rows that need them.
+  s.last.resize(rows * d);
+  row = 0;
+  int64_t out_row = 0;
+  for (const ForwardSeq& fs : seqs) {
+    const int64_t n = static_cast<int64_t>(fs.tokens.size());
+    const int64_t first = fs.all_logits ? row : row + n - 1;
+    const int64_t count = fs.all_logits ? n : 1;
+    std::memcpy(&s.last[out_row * d], &s.x[first * d], count * d * sizeof(float));
+    out_row += count;
+    row += n;
+  }
+  ops::RmsNorm(s.last.data(), rows, d, output_norm_.data(), c.rms_eps, s.last.data());
+  logits->resize(rows * c.n_vocab);
+  return output_->Forward(s.last.data(), rows, logits->data());
+}
+
+absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, int layer) {
+  const ModelConfig& c = config_;
+  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim;
+  const int64_t hd = c.head_dim;
+  const int bs = cache.block_size();
+  const ops::AttentionShape shape{c.n_heads, c.n_kv_heads, hd, bs};
+  BlockPool& pool = cache.pool();
+  Scratch& s = s_;
+  int64_t row = 0;
+  for (const ForwardSeq& fs : seqs) {
+    const BlockTable& t = *fs.table;
+    const int n = static_cast<int>(fs.tokens.size());
+    const int slot0 = t.num_tokens - n;
+    // Store this layer's K/V of the new tokens: k [n, n_kv_heads, head_dim] -> cache slots.
+    for (int i = 0; i < n; ++i) {
+      const float* k = &s.k[(row + i) * c.n_kv_heads * hd];
+      const float* v = &s.v[(row + i) * c.n_kv_heads * hd];
+      for (int h = 0; h < c.n_kv_heads; ++h) {
+        std::memcpy(cache.KeySlot(t, layer, h, slot0 + i), k + h * hd, hd * sizeof(float));
+        std::memcpy(cache.ValueSlot(t, layer, h, slot0 + i), v + h * hd, hd * sizeof(float));
+      }
+    }
+    s.k_blocks.resize(t.blocks.size());
+    s.v_blocks.resize(t.blocks.size());
+    for (size_t b = 0; b < t.blocks.size(); ++b) {
+      s.k_blocks[b] = pool.Key(t.blocks[b], layer, 0);
+      s.v_blocks[b] = pool.Value(t.blocks[b], layer, 0);
+    }
+    // Causal: token i sees slots [0, slot0 + i].
+    for (int i = 0; i < n; ++i) {
+      TG_RETURN_IF_ERROR(ops::PagedAttention(shape, &s.q[(row + i) * q_dim], s.k_blocks,
+                                             s.v_blocks, slot0 + i + 1,
+                                             &s.attn[(row + i) * q_dim]));
+    }
+    row += n;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace textgen

@@ -1,0 +1,92 @@
+// The Llama forward pass over a batch of sequences on the paged KV cache.
+#ifndef TEXTGEN_ENGINE_MODEL_LLAMA_MODEL_H_
+#define TEXTGEN_ENGINE_MODEL_LLAMA_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/kv_cache/block_table.h"
+#include "engine/kv_cache/kv_cache.h"
+#include "engine/model/model_config.h"
+#include "engine/model/weight_source.h"
+#include "engine/ops/linear.h"
+
+namespace textgen {
+
+// One sequence's share of a batched forward pass: `tokens` are appended to `table` (their K/V
+// land in the cache) and attend to everything the table already holds.
+struct ForwardSeq {
+  absl::Span<const int32_t> tokens;  // [n] new tokens, n >= 1
+  BlockTable* table = nullptr;       // the sequence's cache; grows by n
+  int32_t pos0 = 0;                  // RoPE position of tokens[0]
+  bool all_logits = false;           // logits for every token, else only the last
+};
+
+struct LlamaModelOptions {
+  ops::LinearOptions linear;
+};
+
+// Owns the prepared weights (norm vectors, Linear operators). Forward is not reentrant (it
+// reuses scratch buffers): one caller at a time, e.g. the scheduler thread.
+class LlamaModel {
+ public:
+  // Reads every tensor from `source` (dequantized to F32), checks shapes against `config`,
+  // and prepares the matmuls. Errors name the missing or mismatched tensor.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const ModelConfig& config,
+                                                            const WeightSource& source,
+                                                            const LlamaModelOptions& options);
+
+  // Runs `seqs` in one pass. First appends each sequence's tokens to its table (all-or-nothing:
+  // if the pool cannot fit them all, no table changes and ResourceExhausted is returned), then
+  // computes. `logits` receives [rows, n_vocab]: per sequence in order, one row (its last
+  // token) or n rows (all_logits). InvalidArgument for token ids outside the vocabulary or
+  // positions beyond what RoPE can represent.
+  absl::Status Forward(KvCache& cache, absl::Span<ForwardSeq> seqs, std::vector<float>* logits);
+
+  const ModelConfig& config() const { return config_; }
+  // Bytes of weights as prepared (what a decode step streams).
+  size_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  struct Layer {
+    std::vector<float> attn_norm;  // [n_embd]
+    std::vector<float> ffn_norm;   // [n_embd]
+    std::unique_ptr<ops::Linear> wq, wk, wv, wo, w_gate, w_up, w_down;
+  };
+  // Activations of one pass, reused across calls.
+  struct Scratch {
+    std::vector<float> x;      // [T, n_embd] residual stream
+    std::vector<float> xn;     // [T, n_embd] normed input
+    std::vector<float> q;      // [T, n_heads * head_dim]
+    std::vector<float> k;      // [T, n_kv_heads * head_dim]
+    std::vector<float> v;      // [T, n_kv_heads * head_dim]
+    std::vector<float> attn;   // [T, n_heads * head_dim]
+    std::vector<float> gate;   // [T, n_ff]
+    std::vector<float> up;     // [T, n_ff]
+    std::vector<float> proj;   // [T, n_embd]
+    std::vector<int32_t> pos;  // [T]
+    std::vector<float> last;   // [rows, n_embd] rows that need logits
+    std::vector<const float*> k_blocks, v_blocks;
+  };
+
+  LlamaModel(const ModelConfig& config) : config_(config) {}
+  absl::Status Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, int layer);
+  absl::StatusOr<std::unique_ptr<ops::Linear>> MakeLinear(const WeightSource& source,
+                                                          const std::string& name, int64_t out,
+                                                          int64_t in, const ops::LinearOptions& o);
+
+  ModelConfig config_;
+  std::vector<float> token_embd_;    // [n_vocab, n_embd]
+  std::vector<float> output_norm_;   // [n_embd]
+  std::unique_ptr<ops::Linear> output_;  // [n_vocab, n_embd]
+  std::vector<Layer> layers_;
+  size_t weight_bytes_ = 0;
+  Scratch s_;
+};
+
+}  // namespace textgen
+
+#endif  // TEXTGEN_ENGINE_MODEL_LLAMA_MODEL_H_

@@ -1,0 +1,139 @@
+#include "engine/model/weight_source.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "engine/util/status_macros.h"
+
+namespace textgen {
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::Status CheckShape(const std::string& file, const std::string& name,
+                        const std::vector<int64_t>& stored, const std::vector<int64_t>& want) {
+  if (stored == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(file, ": shape mismatch for tensor ", name,
+                                                 ": stored ", ShapeString(stored), ", expected ",
+                                                 ShapeString(want)));
+}
+
+class GgufWeightSource : public WeightSource {
+ public:
+  explicit GgufWeightSource(const GgufFile* gguf) : gguf_(gguf) {}
+
+  bool Has(const std::string& name) const override { return gguf_->FindTensor(name) != nullptr; }
+
+  absl::StatusOr<std::vector<float>> LoadF32(const std::string& name,
+                                             const std::vector<int64_t>& shape) const override {
+    const GgufTensorInfo* t = gguf_->FindTensor(name);
+    if (t == nullptr) {
+      return absl::NotFoundError(absl::StrCat(gguf_->path(), ": missing tensor ", name));
+    }
+    // GGUF lists the fastest-varying dimension first; row-major shapes list it last.
+    std::vector<int64_t> stored(t->dims.rbegin(), t->dims.rend());
+    TG_RETURN_IF_ERROR(CheckShape(gguf_->path(), name, stored, shape));
+    std::vector<float> out(static_cast<size_t>(t->num_elements));
+    ToF32(t->type, t->data, out.data(), t->num_elements);
+    return out;
+  }
+
+ private:
+  const GgufFile* gguf_;
+};
+
+// Maps GGUF tensor names to Hugging Face Llama names.
+std::optional<std::string> HfName(const std::string& name) {
+  if (name == "token_embd.weight") return "model.embed_tokens.weight";
+  if (name == "output_norm.weight") return "model.norm.weight";
+  if (name == "output.weight") return "lm_head.weight";
+  std::vector<std::string> parts = absl::StrSplit(name, '.');
+  if (parts.size() != 4 || parts[0] != "blk") return std::nullopt;
+  static const std::pair<const char*, const char*> kMap[] = {
+      {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"},
+      {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"},       {"attn_norm", "input_layernorm"},
+      {"ffn_norm", "post_attention_layernorm"},
+  };
+  for (const auto& [gguf, hf] : kMap) {
+    if (parts[2] == gguf) return absl::StrCat("model.layers.", parts[1], ".", hf, ".", parts[3]);
+  }
+  return std::nullopt;
+}
+
+class HfWeightSource : public WeightSource {
+ public:
+  HfWeightSource(const SafetensorsFile* st, const ModelConfig& config) : st_(st), config_(config) {}
+
+  bool Has(const std::string& name) const override { return Find(name) != nullptr; }
+
+  absl::StatusOr<std::vector<float>> LoadF32(const std::string& name,
+                                             const std::vector<int64_t>& shape) const override {
+    const SafetensorsTensor* t = Find(name);
+    if (t == nullptr) {
+      return absl::NotFoundError(absl::StrCat(st_->path(), ": missing tensor ", name, " (",
+                                              HfName(name).value_or("?"), ")"));
+    }
+    TG_RETURN_IF_ERROR(CheckShape(st_->path(), name, t->shape, shape));
+    std::vector<float> out(static_cast<size_t>(t->num_elements));
+    ToF32(t->type, t->data, out.data(), t->num_elements);
+    const bool is_q = name.find(".attn_q.") != std::string::npos;
+    const bool is_k = name.find(".attn_k.") != std::string::npos;
+    if (is_q || is_k) {
+      return ToInterleaved(out, is_q ? config_.n_heads : config_.n_kv_heads, shape[1]);
+    }
+    return out;
+  }
+
+ private:
+  // Tied checkpoints store one of embed_tokens / lm_head; either serves for both names.
+  const SafetensorsTensor* Find(const std::string& name) const {
+    std::optional<std::string> hf = HfName(name);
+    if (!hf) return nullptr;
+    const SafetensorsTensor* t = st_->FindTensor(*hf);
+    if (t == nullptr && name == "token_embd.weight") t = st_->FindTensor("lm_head.weight");
+    if (t == nullptr && name == "output.weight" && config_.tied_embeddings) {
+      t = st_->FindTensor("model.embed_tokens.weight");
+    }
+    return t;
+  }
+
+  // HF orders each head's rows for rotate-half RoPE (first half, second half); GGUF
+  // interleaves them (pairs 2i, 2i+1). GGUF row 2i+j of a head is HF row j*half + i.
+  std::vector<float> ToInterleaved(const std::vector<float>& w, int n_heads, int64_t cols) const {
+    const int head_dim = config_.head_dim;
+    const int half = config_.rope_dim / 2;
+    std::vector<float> out(w);
+    for (int h = 0; h < n_heads; ++h) {
+      for (int i = 0; i < half; ++i) {
+        for (int j = 0; j < 2; ++j) {
+          const int64_t dst = static_cast<int64_t>(h) * head_dim + 2 * i + j;
+          const int64_t src = static_cast<int64_t>(h) * head_dim + j * half + i;
+          std::copy_n(w.begin() + src * cols, cols, out.begin() + dst * cols);
+        }
+      }
+    }
+    return out;
+  }
+
+  const SafetensorsFile* st_;
+  ModelConfig config_;
+};
+
+}  // namespace
+
+std::unique_ptr<WeightSource> MakeGgufWeightSource(const GgufFile* gguf) {
+  return std::make_unique<GgufWeightSource>(gguf);
+}
+
+std::unique_ptr<WeightSource> MakeHfWeightSource(const SafetensorsFile* st,
+                                                 const ModelConfig& config) {
+  return std::make_unique<HfWeightSource>(st, config);
+}
+
+}  // namespace textgen

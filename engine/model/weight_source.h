@@ -1,0 +1,41 @@
+// Where weights come from: a GGUF file or a Hugging Face checkpoint, behind one interface
+// that speaks GGUF tensor names and row-major [rows, cols] shapes.
+#ifndef TEXTGEN_ENGINE_MODEL_WEIGHT_SOURCE_H_
+#define TEXTGEN_ENGINE_MODEL_WEIGHT_SOURCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/format/gguf_file.h"
+#include "engine/format/safetensors_file.h"
+#include "engine/model/model_config.h"
+
+namespace textgen {
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // True when the tensor named in GGUF convention (e.g. "blk.0.attn_q.weight") exists.
+  virtual bool Has(const std::string& name) const = 0;
+  // The tensor converted to F32, row-major with shape `shape` ([out, in] for matrices, [n] for
+  // vectors). NotFound "missing tensor NAME" when absent; InvalidArgument "shape mismatch"
+  // naming both shapes when the stored shape differs. Q/K projections come back in GGUF's
+  // interleaved RoPE row order whatever the source.
+  virtual absl::StatusOr<std::vector<float>> LoadF32(const std::string& name,
+                                                     const std::vector<int64_t>& shape) const = 0;
+};
+
+// Borrows `gguf`, which must outlive the source.
+std::unique_ptr<WeightSource> MakeGgufWeightSource(const GgufFile* gguf);
+
+// Borrows `st`, which must outlive the source. `config` gives head counts for the
+// rotate-half → interleaved permutation of q/k rows.
+std::unique_ptr<WeightSource> MakeHfWeightSource(const SafetensorsFile* st,
+                                                 const ModelConfig& config);
+
+}  // namespace textgen
+
+#endif  // TEXTGEN_ENGINE_MODEL_WEIGHT_SOURCE_H_

@@ -1,0 +1,37 @@
+// Attention of one query token over a paged KV cache (one sequence, one layer).
+//
+// The cache pool stores per block [n_layers][2 (K, V)][n_kv_heads][block_size][head_dim]; the
+// caller passes, for the layer at hand, one K and one V pointer per block of the sequence in
+// slot order, so slot t lives in block t / block_size at row t % block_size, and the K row of
+// kv head h is k_blocks[t / block_size] + (h * block_size + t % block_size) * head_dim.
+//
+// Causal masking is the caller's n_ctx: the query sees slots [0, n_ctx). In prefill, call it
+// per token with n_ctx = position + 1 after that token's K/V are written.
+#ifndef TEXTGEN_ENGINE_OPS_ATTENTION_H_
+#define TEXTGEN_ENGINE_OPS_ATTENTION_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace textgen::ops {
+
+struct AttentionShape {
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // divides n_heads; query head i reads kv head i / (n_heads / n_kv)
+  int64_t head_dim = 0;
+  int64_t block_size = 0;  // slots per cache block
+};
+
+// out[n_heads, head_dim] = softmax(q · Kᵀ / sqrt(head_dim)) · V per query head, over slots
+// [0, n_ctx). q [n_heads, head_dim]. Blocks beyond ceil(n_ctx / block_size) are not read.
+// Scores and softmax in float (exponential sum in double). Thread-safe (per-thread scratch).
+// InvalidArgument for bad shapes, n_ctx < 1, fewer blocks than n_ctx needs, null pointers.
+absl::Status PagedAttention(const AttentionShape& shape, const float* q,
+                            absl::Span<const float* const> k_blocks,
+                            absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out);
+
+}  // namespace textgen::ops
+
+#endif  // TEXTGEN_ENGINE_OPS_ATTENTION_H_

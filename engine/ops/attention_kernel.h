@@ -1,0 +1,18 @@
+// Kernel of PagedAttention (engine/ops/attention.h); trusts its arguments.
+#ifndef TEXTGEN_ENGINE_OPS_ATTENTION_KERNEL_H_
+#define TEXTGEN_ENGINE_OPS_ATTENTION_KERNEL_H_
+
+#include <cstdint>
+
+#include "engine/ops/attention.h"
+
+namespace textgen::ops::internal {
+
+// As PagedAttention, with k_blocks/v_blocks holding at least ceil(n_ctx / block_size) valid
+// pointers.
+void PagedAttentionKernel(const AttentionShape& shape, const float* q, const float* const* k_blocks,
+                          const float* const* v_blocks, int64_t n_ctx, float* out);
+
+}  // namespace textgen::ops::internal
+
+#endif  // TEXTGEN_ENGINE_OPS_ATTENTION_KERNEL_H_

@@ -1,0 +1,26 @@
+// Element-wise F32 ops of the Llama block: RMS norm, SwiGLU gate, residual add.
+//
+// Hot-path helpers: preconditions are asserted, not returned as errors (the model's shapes are
+// validated once at load time). Row counts n may be anything >= 0.
+#ifndef TEXTGEN_ENGINE_OPS_ELEMENTWISE_H_
+#define TEXTGEN_ENGINE_OPS_ELEMENTWISE_H_
+
+#include <cstdint>
+
+namespace textgen::ops {
+
+// out[n, d] = x[n, d] * (1 / sqrt(mean(x[r]^2) + eps)) * w[d], row by row, d >= 1.
+// As ggml: the sum of squares is accumulated in double, the scale is then computed in float
+// and applied as (x * scale) * w. out may equal x (in place).
+void RmsNorm(const float* x, int64_t n, int64_t d, const float* w, float eps, float* out);
+
+// gate[i] = silu(gate[i]) * up[i] for i < count, with silu(g) = g / (1 + exp(-g)).
+// For gate[n, f], up[n, f] pass count = n * f.
+void SiluMul(float* gate, const float* up, int64_t count);
+
+// acc[i] += x[i] for i < count (the residual connection; acc[n, d], x[n, d]).
+void Add(float* acc, const float* x, int64_t count);
+
+}  // namespace textgen::ops
+
+#endif  // TEXTGEN_ENGINE_OPS_ELEMENTWISE_H_

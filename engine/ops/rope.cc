@@ -1,0 +1,74 @@
+#include "engine/ops/rope.h"
+
+#include <cassert>
+#include <cmath>
+#include <vector>
+
+namespace textgen::ops {
+namespace {
+
+// Per-thread tables for one call: inverse frequencies and the row's cos/sin.
+struct RopeScratch {
+  std::vector<double> inv_freq;
+  std::vector<float> cos;
+  std::vector<float> sin;
+};
+
+RopeScratch& Prepare(const RopeConfig& c) {
+  assert(c.n_heads >= 1 && c.head_dim >= 1);
+  assert(c.rope_dim >= 0 && c.rope_dim % 2 == 0 && c.rope_dim <= c.head_dim);
+  thread_local RopeScratch s;
+  const int64_t half = c.rope_dim / 2;
+  s.inv_freq.resize(half);
+  s.cos.resize(half);
+  s.sin.resize(half);
+  for (int64_t i = 0; i < half; ++i) {
+    s.inv_freq[i] = static_cast<double>(c.freq_scale) *
+                    std::pow(static_cast<double>(c.freq_base),
+                             -2.0 * static_cast<double>(i) / static_cast<double>(c.rope_dim));
+  }
+  return s;
+}
+
+// s.cos/s.sin for the angles pos * inv_freq.
+void Angles(const RopeConfig& c, RopeScratch& s, double pos) {
+  for (int64_t i = 0; i < c.rope_dim / 2; ++i) {
+    const double theta = pos * s.inv_freq[i];
+    s.cos[i] = static_cast<float>(std::cos(theta));
+    s.sin[i] = static_cast<float>(std::sin(theta));
+  }
+}
+
+// Rotates one row [n_heads, head_dim] by the angles in s.
+void RotateRow(const RopeConfig& c, const RopeScratch& s, float* row) {
+  const int64_t half = c.rope_dim / 2;
+  for (int64_t h = 0; h < c.n_heads; ++h) {
+    float* v = row + h * c.head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = v[2 * i];
+      const float x1 = v[2 * i + 1];
+      v[2 * i] = x0 * s.cos[i] - x1 * s.sin[i];
+      v[2 * i + 1] = x0 * s.sin[i] + x1 * s.cos[i];
+    }
+  }
+}
+
+}  // namespace
+
+void Rope(const RopeConfig& config, const int32_t* positions, int64_t n, float* x) {
+  RopeScratch& s = Prepare(config);
+  const int64_t row = config.n_heads * config.head_dim;
+  for (int64_t r = 0; r < n; ++r) {
+    Angles(config, s, positions[r]);
+    RotateRow(config, s, x + r * row);
+  }
+}
+
+void RopeShift(const RopeConfig& config, int32_t delta, int64_t n, float* x) {
+  RopeScratch& s = Prepare(config);
+  const int64_t row = config.n_heads * config.head_dim;
+  Angles(config, s, delta);  // one angle set for all rows
+  for (int64_t r = 0; r < n; ++r) RotateRow(config, s, x + r * row);
+}
+
+}  // namespace textgen::ops

@@ -1,0 +1,31 @@
+// Rotary position embedding in GGUF's interleaved layout (llama.cpp's "normal" rope).
+#ifndef TEXTGEN_ENGINE_OPS_ROPE_H_
+#define TEXTGEN_ENGINE_OPS_ROPE_H_
+
+#include <cstdint>
+
+namespace textgen::ops {
+
+struct RopeConfig {
+  int64_t n_heads = 0;  // heads per row of x (n_heads or n_kv_heads of the model)
+  int64_t head_dim = 0;
+  int64_t rope_dim = 0;  // even, <= head_dim; dims [rope_dim, head_dim) stay untouched
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;  // linear position scaling: the angle uses pos * freq_scale
+};
+
+// Rotates x [n, n_heads, head_dim] in place: for each head, pair (2i, 2i+1), i < rope_dim/2,
+// turns by pos * freq_scale * freq_base^(-2i / rope_dim) with pos = positions[row] (int32).
+// Angles, cos and sin are computed in double (once per row, shared by the heads), so large
+// positions lose no accuracy; llama.cpp's float angles differ by ~1e-4 relative at 10^4.
+void Rope(const RopeConfig& config, const int32_t* positions, int64_t n, float* x);
+
+// Rotates every row of x [n, n_heads, head_dim] by the same position delta (may be negative):
+// Rope at p then RopeShift by d equals Rope at p + d up to float rounding. For re-rotating
+// cached keys after a sliding-window shift: one kv head of a cache block, [block_size,
+// head_dim], is x with n = block_size and n_heads = 1.
+void RopeShift(const RopeConfig& config, int32_t delta, int64_t n, float* x);
+
+}  // namespace textgen::ops
+
+#endif  // TEXTGEN_ENGINE_OPS_ROPE_H_

@@ -1,0 +1,154 @@
+// Small vector helpers shared by the op kernels (internal to engine/ops).
+//
+// The AVX-512 paths are taken when the build targets a CPU that has it (-march=native on the
+// dev/prod machines); every helper has a scalar fallback so portable builds (e.g.
+// -march=x86-64-v3) still compile and give the same results up to float rounding.
+#ifndef TEXTGEN_ENGINE_OPS_SIMD_H_
+#define TEXTGEN_ENGINE_OPS_SIMD_H_
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__AVX512F__)
+// GCC 12 flags its own AVX-512 headers (`__m256d __Y = __Y;` in _mm256_undefined_pd) with
+// -W(maybe-)uninitialized wherever a reduction or extract intrinsic is inlined; a known false
+// positive. Middle-end warnings honour the pragma state at the header's own lines.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
+namespace textgen::ops::simd {
+
+#if defined(__AVX512F__)
+// Lanes [0, n) set, n in [0, 16].
+inline __mmask16 TailMask(int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xFFFF : ((1u << n) - 1u));
+}
+
+// exp(x) for 16 floats; ~1-2 ulp over the range where the result is a normal float. Inputs
+// below -87.3 flush to 0 and above 88.7 to inf, as expf does at the ends of its range.
+inline __m512 Exp(__m512 x) {
+  // exp(x) = 2^k * exp(r), k = round(x / ln2), r = x - k*ln2 split in two parts (Cody-Waite)
+  // so r stays exact; exp(r) on |r| <= ln2/2 by a degree-6 polynomial (Taylor coefficients
+  // with minimax tweaks from Cephes' expf).
+  const __m512 kLog2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 kLn2Hi = _mm512_set1_ps(0.693359375f);
+  const __m512 kLn2Lo = _mm512_set1_ps(-2.12194440e-4f);
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+  __m512 k =
+      _mm512_roundscale_ps(_mm512_mul_ps(x, kLog2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, kLn2Hi, x);
+  r = _mm512_fnmadd_ps(k, kLn2Lo, r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 r2 = _mm512_mul_ps(r, r);
+  p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  // scalef computes p * 2^k without building the exponent bits by hand, and handles the
+  // overflow/underflow ends (k up to 128 / down to -150) correctly.
+  return _mm512_scalef_ps(p, k);
+}
+#endif
+
+// sum_i a[i] * b[i] over n floats, float accumulation (16 lanes, then a tree reduction).
+inline float Dot(const float* a, const float* b, int64_t n) {
+#if defined(__AVX512F__)
+  __m512 acc0 = _mm512_setzero_ps();
+  __m512 acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i);
+    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#else
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+#endif
+}
+
+// y[i] += alpha * x[i] over n floats.
+inline void Axpy(float alpha, const float* x, float* y, int64_t n) {
+#if defined(__AVX512F__)
+  const __m512 va = _mm512_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = TailMask(n - i);
+    _mm512_mask_storeu_ps(
+        y + i, m,
+        _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+#else
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+#endif
+}
+
+// max_i x[i] over n >= 1 floats, skipping NaNs (-inf if all are NaN): vmaxps returns its
+// second operand when either is NaN, so the running maximum is always passed second.
+inline float Max(const float* x, int64_t n) {
+#if defined(__AVX512F__)
+  __m512 acc = _mm512_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = _mm512_max_ps(_mm512_loadu_ps(x + i), acc);
+  if (i < n) {
+    const __mmask16 m = TailMask(n - i);
+    acc = _mm512_mask_max_ps(acc, m, _mm512_maskz_loadu_ps(m, x + i), acc);
+  }
+  return _mm512_reduce_max_ps(acc);
+#else
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+#endif
+}
+
+// x[i] = exp(x[i] - shift) in place (float); returns the sum of the results accumulated in
+// double, so long rows (vocabularies of 10^5) lose no precision in the sum.
+inline double ExpShiftSum(float* x, int64_t n, float shift) {
+#if defined(__AVX512F__)
+  const __m512 vs = _mm512_set1_ps(shift);
+  __m512d acc0 = _mm512_setzero_pd();
+  __m512d acc1 = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i);
+    const __m512 e =
+        _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vs)));
+    _mm512_mask_storeu_ps(x + i, m, e);
+    acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    acc1 = _mm512_add_pd(
+        acc1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
+#else
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    sum += x[i];
+  }
+  return sum;
+#endif
+}
+
+// x[i] *= s over n floats.
+inline void Scale(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;  // auto-vectorized: no reduction involved
+}
+
+}  // namespace textgen::ops::simd
+
+#endif  // TEXTGEN_ENGINE_OPS_SIMD_H_

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs dependencies (Debian 12 packages), builds, and runs the whole test suite.
+# Tests read models from $TEXTGEN_MODELS (default: ../shared/models beside the checkout).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+export TEXTGEN_MODELS="${TEXTGEN_MODELS:-$(cd .. && pwd)/shared/models}"
+if [ ! -f "$TEXTGEN_MODELS/stories260K.gguf" ]; then
+  echo "test.sh: no models in $TEXTGEN_MODELS (set TEXTGEN_MODELS to the shared models folder)" >&2
+  exit 1
+fi
+bash scripts/build.sh
+ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900
+# The benchmark is not a timed test; a short run keeps it working.
+build/bin/textgen-bench --smoke >/dev/null
+echo "textgen-bench smoke run ok"

@@ -1,0 +1,223 @@
+// Micro-benchmark of engine/ops: per-call time of Linear for the shapes of the target models
+// with each kernel and thread count, plus the element-wise ops and paged attention, and an
+// estimate of stories260K's per-token op time.
+//
+// Usage: ops-bench [--quick]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/ops/attention.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/rope.h"
+#include "engine/ops/softmax.h"
+#include "engine/ops/threading.h"
+
+namespace textgen::ops {
+namespace {
+
+bool g_quick = false;
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Microseconds per call: the best of several timed batches (robust to noisy neighbours),
+// each batch long enough (~20 ms) for the clock to be negligible.
+double TimeUs(const std::function<void()>& f) {
+  using Clock = std::chrono::steady_clock;
+  f();  // warm-up: caches, thread-local scratch, OpenMP team
+  auto t0 = Clock::now();
+  f();
+  const double one = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double batch_s = g_quick ? 0.005 : 0.02;
+  const int64_t iters = std::max<int64_t>(1, static_cast<int64_t>(batch_s / std::max(one, 1e-9)));
+  double best = 1e30;
+  for (int rep = 0; rep < (g_quick ? 2 : 5); ++rep) {
+    t0 = Clock::now();
+    for (int64_t i = 0; i < iters; ++i) f();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / iters);
+  }
+  return best * 1e6;
+}
+
+void BenchLinear() {
+  struct Shape {
+    int64_t out, in;
+  };
+  const Shape shapes[] = {{64, 64},    {172, 64},  {64, 172},   {512, 64},
+                          {2048, 768}, {768, 768}, {32000, 768}};
+  std::printf("Linear per-call time, microseconds (auto = kernel kAuto picks)\n");
+  std::printf("%-12s %4s %3s | %9s %9s %9s %9s | %s\n", "(out,in)", "M", "thr", "auto", "onednn",
+              "direct", "onednn16", "auto kernel");
+  for (const Shape& s : shapes) {
+    const std::vector<float> w = Random(s.out * s.in, 1);
+    LinearOptions o;
+    auto lin_auto = Linear::Create(w.data(), s.out, s.in, o);
+    o.kernel = LinearKernel::kOneDnn;
+    auto lin_dnnl = Linear::Create(w.data(), s.out, s.in, o);
+    o.kernel = LinearKernel::kDirect;
+    auto lin_direct = Linear::Create(w.data(), s.out, s.in, o);
+    o.kernel = LinearKernel::kOneDnn;
+    o.compute = LinearCompute::kBf16;
+    auto lin_bf16 = Linear::Create(w.data(), s.out, s.in, o);
+    if (!lin_auto.ok() || !lin_dnnl.ok() || !lin_direct.ok() || !lin_bf16.ok()) {
+      std::printf("create failed\n");
+      return;
+    }
+    for (int64_t m : {1, 4, 128}) {
+      const std::vector<float> x = Random(m * s.in, 2);
+      std::vector<float> y(m * s.out);
+      for (int threads : {1, 2}) {
+        SetNumThreads(threads);
+        auto run = [&](const Linear& l) {
+          return TimeUs([&] { (void)l.Forward(x.data(), m, y.data()); });
+        };
+        std::printf("(%5lld,%4lld) %4lld %3d | %9.2f %9.2f %9.2f %9.2f | %s\n",
+                    static_cast<long long>(s.out), static_cast<long long>(s.in),
+                    static_cast<long long>(m), threads, run(**lin_auto), run(**lin_dnnl),
+                    run(**lin_direct), run(**lin_bf16), (*lin_auto)->KernelName(m).c_str());
+      }
+    }
+  }
+}
+
+void BenchElementwise() {
+  std::printf("\nElement-wise ops, microseconds per call (1 row)\n");
+  for (int64_t d : {64, 4096}) {
+    std::vector<float> x = Random(d, 3), w = Random(d, 4), out(d);
+    std::printf("  RmsNorm d=%-6lld %8.3f\n", static_cast<long long>(d),
+                TimeUs([&] { RmsNorm(x.data(), 1, d, w.data(), 1e-5f, out.data()); }));
+  }
+  for (int64_t f : {172, 11008}) {
+    std::vector<float> g = Random(f, 5), u = Random(f, 6);
+    std::printf("  SiluMul f=%-6lld %8.3f\n", static_cast<long long>(f), TimeUs([&] {
+                  std::vector<float> gg = g;
+                  SiluMul(gg.data(), u.data(), f);
+                }));
+  }
+  for (int64_t v : {512, 32000}) {
+    std::vector<float> l = Random(v, 7);
+    std::vector<double> lp(v);
+    std::printf("  LogSoftmax v=%-6lld %8.3f   ArgMax %8.3f\n", static_cast<long long>(v),
+                TimeUs([&] { LogSoftmax(l.data(), v, lp.data()); }),
+                TimeUs([&] { (void)ArgMax(l.data(), v); }));
+  }
+  RopeConfig rc{.n_heads = 32, .head_dim = 128, .rope_dim = 128};
+  std::vector<float> q = Random(32 * 128, 8);
+  const int32_t pos = 1234;
+  std::printf("  Rope 32x128 (1 token) %8.3f\n", TimeUs([&] { Rope(rc, &pos, 1, q.data()); }));
+}
+
+void BenchAttention() {
+  std::printf("\nPagedAttention, microseconds per (token, layer)\n");
+  struct Case {
+    AttentionShape s;
+    int64_t n_ctx;
+  };
+  const Case cases[] = {
+      {{.n_heads = 8, .n_kv_heads = 4, .head_dim = 8, .block_size = 16}, 256},
+      {{.n_heads = 8, .n_kv_heads = 4, .head_dim = 8, .block_size = 16}, 512},
+      {{.n_heads = 32, .n_kv_heads = 8, .head_dim = 128, .block_size = 16}, 1024},
+      {{.n_heads = 32, .n_kv_heads = 32, .head_dim = 128, .block_size = 16}, 4096},
+  };
+  for (const Case& c : cases) {
+    const int64_t nb = (c.n_ctx + c.s.block_size - 1) / c.s.block_size;
+    const int64_t per = c.s.n_kv_heads * c.s.block_size * c.s.head_dim;
+    std::vector<float> k = Random(nb * per, 9), v = Random(nb * per, 10);
+    std::vector<const float*> kb, vb;
+    for (int64_t b = 0; b < nb; ++b) {
+      kb.push_back(k.data() + b * per);
+      vb.push_back(v.data() + b * per);
+    }
+    std::vector<float> q = Random(c.s.n_heads * c.s.head_dim, 11), out(q.size());
+    std::printf("  heads %2lld/%2lld hd %3lld bs %2lld n_ctx %5lld: %9.2f\n",
+                static_cast<long long>(c.s.n_heads), static_cast<long long>(c.s.n_kv_heads),
+                static_cast<long long>(c.s.head_dim), static_cast<long long>(c.s.block_size),
+                static_cast<long long>(c.n_ctx),
+                TimeUs([&] { (void)PagedAttention(c.s, q.data(), kb, vb, c.n_ctx, out.data()); }));
+  }
+}
+
+// One decode token of stories260K (dim 64, 5 layers, 8 heads / 4 kv heads, FFN 172, vocab
+// 512) through the ops alone, at context 256: an upper bound on tokens/s.
+void BenchStories260K() {
+  const int64_t dim = 64, ffn = 172, vocab = 512, layers = 5, kv_dim = 32, n_ctx = 256;
+  SetNumThreads(RecommendedNumThreads(vocab * dim));
+  std::vector<float> wq = Random(dim * dim, 1), wk = Random(kv_dim * dim, 2),
+                     wv = Random(kv_dim * dim, 3), wo = Random(dim * dim, 4),
+                     w1 = Random(ffn * dim, 5), w3 = Random(ffn * dim, 6),
+                     w2 = Random(dim * ffn, 7), wout = Random(vocab * dim, 8),
+                     norm = Random(dim, 9);
+  auto mk = [](const std::vector<float>& w, int64_t o, int64_t i) {
+    return std::move(*Linear::Create(w.data(), o, i));
+  };
+  auto q_l = mk(wq, dim, dim), k_l = mk(wk, kv_dim, dim), v_l = mk(wv, kv_dim, dim),
+       o_l = mk(wo, dim, dim), w1_l = mk(w1, ffn, dim), w3_l = mk(w3, ffn, dim),
+       w2_l = mk(w2, dim, ffn), out_l = mk(wout, vocab, dim);
+  const AttentionShape as{.n_heads = 8, .n_kv_heads = 4, .head_dim = 8, .block_size = 16};
+  const RopeConfig rq{.n_heads = 8, .head_dim = 8, .rope_dim = 8};
+  const RopeConfig rk{.n_heads = 4, .head_dim = 8, .rope_dim = 8};
+  const int64_t per = 4 * 16 * 8;
+  std::vector<float> kc = Random(16 * per, 10), vc = Random(16 * per, 11);
+  std::vector<const float*> kb, vb;
+  for (int b = 0; b < 16; ++b) {
+    kb.push_back(kc.data() + b * per);
+    vb.push_back(vc.data() + b * per);
+  }
+  std::vector<float> x = Random(dim, 12), h(dim), q(dim), k(kv_dim), v(kv_dim), att(dim), g(ffn),
+                     u(ffn), logits(vocab);
+  const int32_t pos = n_ctx - 1;
+  const double us = TimeUs([&] {
+    for (int64_t l = 0; l < layers; ++l) {
+      RmsNorm(x.data(), 1, dim, norm.data(), 1e-5f, h.data());
+      (void)q_l->Forward(h.data(), 1, q.data());
+      (void)k_l->Forward(h.data(), 1, k.data());
+      (void)v_l->Forward(h.data(), 1, v.data());
+      Rope(rq, &pos, 1, q.data());
+      Rope(rk, &pos, 1, k.data());
+      (void)PagedAttention(as, q.data(), kb, vb, n_ctx, att.data());
+      (void)o_l->Forward(att.data(), 1, h.data());
+      Add(x.data(), h.data(), dim);
+      RmsNorm(x.data(), 1, dim, norm.data(), 1e-5f, h.data());
+      (void)w1_l->Forward(h.data(), 1, g.data());
+      (void)w3_l->Forward(h.data(), 1, u.data());
+      SiluMul(g.data(), u.data(), ffn);
+      (void)w2_l->Forward(g.data(), 1, h.data());
+      Add(x.data(), h.data(), dim);
+    }
+    RmsNorm(x.data(), 1, dim, norm.data(), 1e-5f, h.data());
+    (void)out_l->Forward(h.data(), 1, logits.data());
+    (void)ArgMax(logits.data(), vocab);
+    for (float& e : x) e = std::max(-4.0f, std::min(4.0f, e));  // keep values bounded
+  });
+  std::printf(
+      "\nstories260K decode token through the ops (n_ctx %lld, %d thread): %.2f us "
+      "= %.0f tokens/s\n",
+      static_cast<long long>(n_ctx), NumThreads(), us, 1e6 / us);
+}
+
+}  // namespace
+}  // namespace textgen::ops
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) textgen::ops::g_quick = true;
+  }
+  textgen::ops::BenchLinear();
+  textgen::ops::SetNumThreads(1);
+  textgen::ops::BenchElementwise();
+  textgen::ops::BenchAttention();
+  textgen::ops::BenchStories260K();
+  return 0;
+}

@@ -1,0 +1,107 @@
+// End-to-end tests of the textgen-run binary: flags, JSON output, errors.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
+
+namespace textgen {
+namespace {
+
+struct RunResult {
+  int exit_code;
+  std::string out;
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+RunResult Run(const std::string& args) {
+  const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
+  REQUIRE(bin_dir != nullptr);
+  std::string cmd = std::string(bin_dir) + "/textgen-run " + args + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST_CASE("textgen-run tells the demo story", "[cli]") {
+  RunResult r = Run("--model " + Quote(testing::ModelPath("stories260K.gguf")) +
+                    " --prompt 'Once upon a time' --max-new-tokens 40");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("Once upon a time, there was a little girl named Lily. She "
+                                      "loved to play outside in the park."));
+}
+
+TEST_CASE("textgen-run --json matches the reference, with and without cache", "[cli]") {
+  nlohmann::json ref = nlohmann::json::parse(
+      testing::ReadFile(testing::ReferenceDir() + "/TinyStories-656K-F32.greedy.json"));
+  const auto& c = ref["cases"][1];
+  for (const char* extra : {"", " --no-cache"}) {
+    RunResult r = Run("--model " + Quote(testing::ModelPath("TinyStories-656K-F32.gguf")) +
+                      " --prompt " + Quote(c["prompt"].get<std::string>()) +
+                      " --max-new-tokens 96 --json" + extra);
+    REQUIRE(r.exit_code == 0);
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    CHECK(j["prompt_ids"] == c["prompt_ids"]);
+    CHECK(j["generated_ids"] == c["generated_ids"]);
+    CHECK(j["text"] == c["text"]);
+    CHECK(j["finish_reason"] == "length");
+    REQUIRE(j["logprobs"].size() == c["steps"].size());
+    for (size_t i = 0; i < c["steps"].size(); ++i) {
+      CHECK(std::abs(j["logprobs"][i].get<double>() - c["steps"][i]["logprob"].get<double>()) <
+            1e-3);
+    }
+  }
+}
+
+TEST_CASE("textgen-run --prompt-ids and eos finish", "[cli]") {
+  nlohmann::json ref = nlohmann::json::parse(
+      testing::ReadFile(testing::ReferenceDir() + "/TinyStories-656K-F32.greedy.json"));
+  const auto& c = ref["cases"][2];  // ends with EOS after 5 tokens
+  std::string ids;
+  for (const auto& id : c["prompt_ids"]) ids += (ids.empty() ? "" : ",") + id.dump();
+  RunResult r = Run("--model " + Quote(testing::ModelPath("TinyStories-656K-F32.gguf")) +
+                    " --prompt-ids " + ids + " --json");
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["generated_ids"] == c["generated_ids"]);
+  CHECK(j["finish_reason"] == "eos");
+}
+
+TEST_CASE("textgen-run --tokenize works on a vocab-only GGUF", "[cli]") {
+  RunResult r = Run("--model " + Quote(testing::ModelPath("vocab/ggml-vocab-llama-spm.gguf")) +
+                    " --tokenize 'Hello world' --no-bos --json");
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["ids"] == nlohmann::json::array({15043, 3186}));
+  CHECK(j["pieces"] == nlohmann::json::array({"\u2581Hello", "\u2581world"}));
+}
+
+TEST_CASE("textgen-run reports bad input clearly", "[cli]") {
+  const std::string model = " --model " + Quote(testing::ModelPath("stories260K.gguf"));
+  CHECK(Run(model).exit_code == 2);  // neither prompt nor ids
+  CHECK(Run(model + " --prompt a --prompt-ids 1").exit_code == 2);
+  CHECK(Run(model + " --prompt-ids 1,x").exit_code == 2);
+  CHECK(Run(model + " --prompt-ids 1,100000").exit_code == 2);
+  CHECK(Run(model + " --prompt a --max-new-tokens -3").exit_code == 2);
+  CHECK(Run("--model /nonexistent.gguf --prompt a").exit_code == 2);
+  CHECK(Run(model + " --bogus").exit_code == 2);
+}
+
+}  // namespace
+}  // namespace textgen

@@ -1,0 +1,112 @@
+// Acceptance test of the engine core: greedy decoding reproduces llama.cpp's outputs
+// (../shared/reference/*.greedy.json) token for token, with logprobs within 1e-3.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "engine/decoding/generator.h"
+#include "engine/model/model.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
+
+namespace textgen {
+namespace {
+
+struct ParityCase {
+  std::string model;      // file or directory under $TEXTGEN_MODELS
+  std::string reference;  // file under the reference folder
+};
+
+std::unique_ptr<KvCache> MakeCache(const ModelConfig& c) {
+  KvCacheOptions o;
+  o.n_layers = c.n_layers;
+  o.n_kv_heads = c.n_kv_heads;
+  o.head_dim = c.head_dim;
+  o.block_size = 16;
+  o.num_blocks = c.n_ctx / 16 + 2;
+  auto cache = KvCache::Create(o);
+  REQUIRE(cache.ok());
+  return std::move(cache).value();
+}
+
+void CheckParity(const ParityCase& pc, bool use_cache) {
+  auto model = Model::Load(testing::ModelPath(pc.model));
+  REQUIRE(model.ok());
+  Model& m = **model;
+  auto cache = MakeCache(m.config());
+  const int free_before = cache->num_free_blocks();
+  nlohmann::json ref =
+      nlohmann::json::parse(testing::ReadFile(testing::ReferenceDir() + "/" + pc.reference));
+  const int n_predict = ref["n_predict"].get<int>();
+  int checked_tokens = 0;
+  double max_logprob_diff = 0;
+  for (const auto& rc : ref["cases"]) {
+    const std::string prompt = rc["prompt"].get<std::string>();
+    INFO("model " << pc.model << ", cache " << use_cache << ", prompt '" << prompt << "'");
+    std::vector<int32_t> prompt_ids = rc["prompt_ids"].get<std::vector<int32_t>>();
+    std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
+    CHECK(m.tokenizer().Encode(prompt, m.tokenizer().add_bos()) == prompt_ids);
+
+    GenerateOptions options;
+    options.max_new_tokens = n_predict;
+    options.use_cache = use_cache;
+    auto result = GenerateGreedy(m.llama(), *cache, prompt_ids, m.tokenizer().eos_id(), options);
+    REQUIRE(result.ok());
+    REQUIRE(result->ids == want);
+    CHECK(FinishReasonName(result->finish_reason) ==
+          (rc["stop_type"] == "eos" ? "eos" : "length"));
+    const auto& steps = rc["steps"];
+    REQUIRE(steps.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double diff = std::abs(result->logprobs[i] - steps[i]["logprob"].get<double>());
+      max_logprob_diff = std::max(max_logprob_diff, diff);
+      CHECK(diff < 1e-3);
+    }
+    CHECK(m.tokenizer().Decode(result->ids) == rc["text"].get<std::string>());
+    checked_tokens += static_cast<int>(want.size());
+  }
+  CHECK(cache->num_free_blocks() == free_before);
+  WARN(pc.model << " cache=" << use_cache << ": " << checked_tokens
+                << " tokens identical, max |logprob diff| = " << max_logprob_diff);
+}
+
+const ParityCase kCases[] = {
+    {"stories260K.gguf", "stories260K.greedy.json"},
+    {"TinyStories-656K-F32.gguf", "TinyStories-656K-F32.greedy.json"},
+    {"tinystories-656k-hf", "TinyStories-656K-F32.greedy.json"},
+    {"TinyStories-656K-Q8_0.gguf", "TinyStories-656K-Q8_0.dequant.greedy.json"},
+};
+
+TEST_CASE("greedy decoding matches llama.cpp with the KV cache", "[parity]") {
+  for (const ParityCase& pc : kCases) {
+    SECTION(pc.model) { CheckParity(pc, /*use_cache=*/true); }
+  }
+}
+
+TEST_CASE("greedy decoding matches llama.cpp without the KV cache", "[parity]") {
+  for (const ParityCase& pc : kCases) {
+    SECTION(pc.model) { CheckParity(pc, /*use_cache=*/false); }
+  }
+}
+
+TEST_CASE("generation rejects a prompt that does not fit the context", "[generator]") {
+  auto model = Model::Load(testing::ModelPath("TinyStories-656K-F32.gguf"));
+  REQUIRE(model.ok());
+  auto cache = MakeCache((*model)->config());
+  std::vector<int32_t> prompt(500, 5);
+  GenerateOptions options;
+  options.max_new_tokens = 20;
+  auto result = GenerateGreedy((*model)->llama(), *cache, prompt, 2, options);
+  REQUIRE(result.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(result.status().message()), Catch::Contains("512"));
+  std::vector<int32_t> bad = {1, 99999};
+  auto bad_result = GenerateGreedy((*model)->llama(), *cache, bad, 2, options);
+  REQUIRE(bad_result.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(bad_result.status().message()), Catch::Contains("99999"));
+  CHECK(cache->num_free_blocks() == cache->num_total_blocks());
+}
+
+}  // namespace
+}  // namespace textgen

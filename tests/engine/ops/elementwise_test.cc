@@ -1,0 +1,70 @@
+#include "engine/ops/elementwise.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace textgen::ops {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+TEST_CASE("RmsNorm matches a double reference") {
+  for (int64_t d : {1, 7, 16, 64, 100, 4096}) {
+    const int64_t n = 3;
+    const std::vector<float> x = Random(n * d, d, -3.0f, 3.0f);
+    const std::vector<float> w = Random(d, d + 1, 0.5f, 1.5f);
+    const float eps = 1e-5f;
+    std::vector<float> out(n * d);
+    RmsNorm(x.data(), n, d, w.data(), eps, out.data());
+    for (int64_t r = 0; r < n; ++r) {
+      double ss = 0.0;
+      for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(x[r * d + i]) * x[r * d + i];
+      const double scale = 1.0 / std::sqrt(ss / d + eps);
+      for (int64_t i = 0; i < d; ++i) {
+        const double ref = x[r * d + i] * scale * w[i];
+        REQUIRE(out[r * d + i] == Approx(ref).epsilon(1e-6).margin(1e-7));
+      }
+    }
+    // In place gives the same bytes.
+    std::vector<float> inplace = x;
+    RmsNorm(inplace.data(), n, d, w.data(), eps, inplace.data());
+    CHECK(inplace == out);
+  }
+}
+
+TEST_CASE("SiluMul matches a double reference, including large magnitudes") {
+  for (int64_t count : {1, 15, 16, 17, 172, 1000}) {
+    std::vector<float> gate = Random(count, count, -20.0f, 20.0f);
+    if (count > 3) {
+      gate[0] = -100.0f;
+      gate[1] = 100.0f;
+      gate[2] = 0.0f;
+    }
+    const std::vector<float> up = Random(count, count + 5, -2.0f, 2.0f);
+    const std::vector<float> g0 = gate;
+    SiluMul(gate.data(), up.data(), count);
+    for (int64_t i = 0; i < count; ++i) {
+      const double g = g0[i];
+      const double ref = g / (1.0 + std::exp(-g)) * up[i];
+      REQUIRE(gate[i] == Approx(ref).epsilon(2e-6).margin(1e-30));
+    }
+  }
+}
+
+TEST_CASE("Add accumulates the residual") {
+  std::vector<float> acc = {1, 2, 3, 4, 5};
+  const std::vector<float> x = {0.5f, -2, 0, 1e-3f, 10};
+  Add(acc.data(), x.data(), 5);
+  CHECK(acc == std::vector<float>{1.5f, 0, 3, 4.001f, 15});
+}
+
+}  // namespace
+}  // namespace textgen::ops

@@ -1,0 +1,92 @@
+#include "engine/ops/rope.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace textgen::ops {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Naive rope in double over x [n, n_heads, head_dim].
+std::vector<double> RefRope(const RopeConfig& c, const std::vector<int32_t>& pos,
+                            const std::vector<float>& x) {
+  std::vector<double> out(x.begin(), x.end());
+  const int64_t n = static_cast<int64_t>(pos.size());
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t h = 0; h < c.n_heads; ++h) {
+      double* v = out.data() + (r * c.n_heads + h) * c.head_dim;
+      for (int64_t i = 0; i < c.rope_dim / 2; ++i) {
+        const double theta =
+            pos[r] * static_cast<double>(c.freq_scale) *
+            std::pow(static_cast<double>(c.freq_base), -2.0 * i / static_cast<double>(c.rope_dim));
+        const double x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * std::cos(theta) - x1 * std::sin(theta);
+        v[2 * i + 1] = x0 * std::sin(theta) + x1 * std::cos(theta);
+      }
+    }
+  }
+  return out;
+}
+
+TEST_CASE("Rope matches a double reference, partial rope_dim leaves the rest") {
+  const RopeConfig configs[] = {
+      {.n_heads = 8, .head_dim = 8, .rope_dim = 8, .freq_base = 10000.0f},
+      {.n_heads = 4, .head_dim = 64, .rope_dim = 64, .freq_base = 500000.0f},
+      {.n_heads = 3, .head_dim = 32, .rope_dim = 16, .freq_base = 10000.0f},
+      {.n_heads = 2, .head_dim = 16, .rope_dim = 16, .freq_base = 10000.0f, .freq_scale = 0.25f},
+  };
+  const std::vector<int32_t> pos = {0, 1, 2, 17, 255, 4095, 100000};
+  for (const RopeConfig& c : configs) {
+    const int64_t n = static_cast<int64_t>(pos.size());
+    std::vector<float> x = Random(n * c.n_heads * c.head_dim, c.head_dim);
+    const std::vector<float> x0 = x;
+    const std::vector<double> ref = RefRope(c, pos, x);
+    Rope(c, pos.data(), n, x.data());
+    for (size_t i = 0; i < x.size(); ++i) REQUIRE(x[i] == Approx(ref[i]).margin(1e-5));
+    // Dims past rope_dim are bit-identical.
+    for (int64_t r = 0; r < n * c.n_heads; ++r) {
+      for (int64_t d = c.rope_dim; d < c.head_dim; ++d) {
+        REQUIRE(x[r * c.head_dim + d] == x0[r * c.head_dim + d]);
+      }
+    }
+  }
+}
+
+TEST_CASE("RopeShift composes: rotate by a then b equals rotate by a + b") {
+  const RopeConfig c{.n_heads = 1, .head_dim = 64, .rope_dim = 64, .freq_base = 10000.0f};
+  const int64_t block = 16;
+  const std::vector<float> x = Random(block * c.head_dim, 42);
+  for (auto [a, b] : std::vector<std::pair<int32_t, int32_t>>{{5, 7}, {1000, -300}, {37, -37}}) {
+    std::vector<float> twice = x;
+    RopeShift(c, a, block, twice.data());
+    RopeShift(c, b, block, twice.data());
+    std::vector<float> once = x;
+    RopeShift(c, a + b, block, once.data());
+    for (size_t i = 0; i < x.size(); ++i) REQUIRE(twice[i] == Approx(once[i]).margin(1e-5));
+  }
+  // Rope at p then shift by d == Rope at p + d.
+  std::vector<int32_t> pos(block);
+  std::vector<int32_t> pos_shifted(block);
+  for (int64_t i = 0; i < block; ++i) {
+    pos[i] = static_cast<int32_t>(100 + i);
+    pos_shifted[i] = pos[i] - 64;
+  }
+  std::vector<float> shifted = x;
+  Rope(c, pos.data(), block, shifted.data());
+  RopeShift(c, -64, block, shifted.data());
+  std::vector<float> direct = x;
+  Rope(c, pos_shifted.data(), block, direct.data());
+  for (size_t i = 0; i < x.size(); ++i) REQUIRE(shifted[i] == Approx(direct[i]).margin(1e-5));
+}
+
+}  // namespace
+}  // namespace textgen::ops
