@@ -3,14 +3,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace textgen::testing {
 namespace fs = std::filesystem;

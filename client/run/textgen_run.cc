@@ -39,6 +39,8 @@ Options:
   --json                print one JSON object instead of streaming text
   --tokenize TEXT       print the token ids and pieces of TEXT and exit (vocab-only GGUFs work)
   --no-bos              with --tokenize: do not add BOS
+  --compute f32|bf16    matmul arithmetic: f32 (exact, default) or bf16 (fast; weights and
+                        activations rounded to bfloat16, F32 accumulation)
   --threads N           compute threads (default: chosen for the model size)
   --kv-block-size N     tokens per KV cache block (default 16)
   --verbose             debug logging
@@ -56,6 +58,7 @@ struct Args {
   bool bos = true;
   int threads = 0;
   int block_size = 16;
+  bool bf16 = false;
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -97,7 +100,8 @@ Args ParseArgs(int argc, char** argv) {
       std::vector<int32_t> ids;
       for (absl::string_view part : absl::StrSplit(value(), ',', absl::SkipWhitespace())) {
         int32_t id = 0;
-        if (!absl::SimpleAtoi(part, &id)) Die("--prompt-ids: '" + std::string(part) + "' is not an integer");
+        if (!absl::SimpleAtoi(part, &id))
+          Die("--prompt-ids: '" + std::string(part) + "' is not an integer");
         ids.push_back(id);
       }
       a.prompt_ids = std::move(ids);
@@ -111,6 +115,10 @@ Args ParseArgs(int argc, char** argv) {
       a.json = true;
     } else if (flag == "--no-bos") {
       a.bos = false;
+    } else if (flag == "--compute") {
+      std::string v = value();
+      if (v != "f32" && v != "bf16") Die("--compute: expected f32 or bf16, got '" + v + "'");
+      a.bf16 = v == "bf16";
     } else if (flag == "--threads") {
       a.threads = ParseInt(flag, value(), 1);
     } else if (flag == "--kv-block-size") {
@@ -148,13 +156,13 @@ int RunTokenize(const Args& a) {
 int RunGenerate(const Args& a) {
   ModelOptions model_options;
   model_options.threads = a.threads;
+  if (a.bf16) model_options.llama.linear.compute = ops::LinearCompute::kBf16;
   auto model = Model::Load(a.model, model_options);
   if (!model.ok()) Die(std::string(model.status().message()));
   Model& m = **model;
   const ModelConfig& c = m.config();
   const Tokenizer& tok = m.tokenizer();
-  std::vector<int32_t> prompt =
-      a.prompt_ids ? *a.prompt_ids : tok.Encode(*a.prompt, tok.add_bos());
+  std::vector<int32_t> prompt = a.prompt_ids ? *a.prompt_ids : tok.Encode(*a.prompt, tok.add_bos());
 
   KvCacheOptions kv;
   kv.n_layers = c.n_layers;

@@ -53,8 +53,7 @@ absl::StatusOr<GenerationResult> GenerateGreedy(LlamaModel& model, KvCache& cach
     ForwardSeq fs;
     if (options.use_cache) {
       // First step: the whole prompt; later: only the token chosen last.
-      fs.tokens = step == 0 ? absl::MakeConstSpan(seq)
-                            : absl::MakeConstSpan(&seq.back(), 1);
+      fs.tokens = step == 0 ? absl::MakeConstSpan(seq) : absl::MakeConstSpan(&seq.back(), 1);
       fs.pos0 = table.num_tokens;
     } else {
       cache.Free(table);

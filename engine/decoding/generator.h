@@ -27,12 +27,12 @@ struct GenerateOptions {
 };
 
 struct GenerationResult {
-  std::vector<int32_t> ids;       // generated tokens (EOS included when it ended so)
-  std::vector<double> logprobs;   // natural-log probability of each generated token
+  std::vector<int32_t> ids;      // generated tokens (EOS included when it ended so)
+  std::vector<double> logprobs;  // natural-log probability of each generated token
   FinishReason finish_reason = FinishReason::kLength;
   int64_t prompt_tokens = 0;
-  double prefill_seconds = 0;     // first forward pass over the prompt
-  double decode_seconds = 0;      // the remaining steps
+  double prefill_seconds = 0;  // first forward pass over the prompt
+  double decode_seconds = 0;   // the remaining steps
 };
 
 // Called with each generated token as soon as it is chosen.

@@ -11,9 +11,10 @@
 
 namespace textgen {
 
-absl::StatusOr<std::unique_ptr<ops::Linear>> LlamaModel::MakeLinear(
-    const WeightSource& source, const std::string& name, int64_t out, int64_t in,
-    const ops::LinearOptions& o) {
+absl::StatusOr<std::unique_ptr<ops::Linear>> LlamaModel::MakeLinear(const WeightSource& source,
+                                                                    const std::string& name,
+                                                                    int64_t out, int64_t in,
+                                                                    const ops::LinearOptions& o) {
   TG_ASSIGN_OR_RETURN(std::vector<float> w, source.LoadF32(name, {out, in}));
   ops::LinearOptions options = o;
   options.copy_weights = true;  // `w` is a temporary
@@ -22,8 +23,8 @@ absl::StatusOr<std::unique_ptr<ops::Linear>> LlamaModel::MakeLinear(
     return absl::Status(linear.status().code(),
                         absl::StrCat("preparing ", name, ": ", linear.status().message()));
   }
-  weight_bytes_ += static_cast<size_t>(out * in) *
-                   (o.compute == ops::LinearCompute::kBf16 ? 2 : sizeof(float));
+  weight_bytes_ +=
+      static_cast<size_t>(out * in) * (o.compute == ops::LinearCompute::kBf16 ? 2 : sizeof(float));
   return std::move(linear).value();
 }
 
@@ -75,9 +76,8 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
     }
     for (int32_t t : s.tokens) {
       if (t < 0 || t >= c.n_vocab) {
-        return absl::InvalidArgumentError(absl::StrCat("token id ", t,
-                                                       " is outside the vocabulary [0, ",
-                                                       c.n_vocab, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("token id ", t, " is outside the vocabulary [0, ", c.n_vocab, ")"));
       }
     }
     if (s.pos0 < 0) return absl::InvalidArgumentError("forward: negative position");
@@ -91,9 +91,8 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   }
   if (blocks_needed > cache.num_free_blocks()) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("KV cache pool exhausted: this step needs ", blocks_needed,
-                     " blocks, ", cache.num_free_blocks(), " of ", cache.num_total_blocks(),
-                     " are free"));
+        absl::StrCat("KV cache pool exhausted: this step needs ", blocks_needed, " blocks, ",
+                     cache.num_free_blocks(), " of ", cache.num_total_blocks(), " are free"));
   }
   for (ForwardSeq& s : seqs) {
     absl::Status st = cache.Append(*s.table, static_cast<int>(s.tokens.size()));
@@ -192,9 +191,8 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
     }
     // Causal: token i sees slots [0, slot0 + i].
     for (int i = 0; i < n; ++i) {
-      TG_RETURN_IF_ERROR(ops::PagedAttention(shape, &s.q[(row + i) * q_dim], s.k_blocks,
-                                             s.v_blocks, slot0 + i + 1,
-                                             &s.attn[(row + i) * q_dim]));
+      TG_RETURN_IF_ERROR(ops::PagedAttention(shape, &s.q[(row + i) * q_dim], s.k_blocks, s.v_blocks,
+                                             slot0 + i + 1, &s.attn[(row + i) * q_dim]));
     }
     row += n;
   }

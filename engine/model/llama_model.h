@@ -79,8 +79,8 @@ class LlamaModel {
                                                           int64_t in, const ops::LinearOptions& o);
 
   ModelConfig config_;
-  std::vector<float> token_embd_;    // [n_vocab, n_embd]
-  std::vector<float> output_norm_;   // [n_embd]
+  std::vector<float> token_embd_;        // [n_vocab, n_embd]
+  std::vector<float> output_norm_;       // [n_embd]
   std::unique_ptr<ops::Linear> output_;  // [n_vocab, n_embd]
   std::vector<Layer> layers_;
   size_t weight_bytes_ = 0;

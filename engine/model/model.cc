@@ -44,10 +44,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
     TG_ASSIGN_OR_RETURN(m->llama_, LlamaModel::Create(config, *source, options.llama));
   }
   if (m->tokenizer_->vocab_size() != m->config().n_vocab) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": tokenizer has ",
-                                                   m->tokenizer_->vocab_size(),
-                                                   " tokens but the model's vocabulary is ",
-                                                   m->config().n_vocab));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tokenizer has ", m->tokenizer_->vocab_size(),
+                     " tokens but the model's vocabulary is ", m->config().n_vocab));
   }
   const ModelConfig& c = m->config();
   const int64_t largest_weight =

@@ -21,8 +21,8 @@ absl::StatusOr<int> GetIntKey(const GgufFile& gguf, const std::string& key, int 
   }
   TG_ASSIGN_OR_RETURN(uint64_t v, gguf.GetUint(key));
   if (v > (1u << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat("GGUF ", gguf.path(), ": ", key, " = ", v,
-                                                   " is out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GGUF ", gguf.path(), ": ", key, " = ", v, " is out of range"));
   }
   return static_cast<int>(v);
 }
@@ -61,8 +61,8 @@ std::string ModelConfig::DebugString() const {
   return absl::StrFormat(
       "arch=%s vocab=%d ctx=%d embd=%d layers=%d ff=%d heads=%d kv_heads=%d head_dim=%d "
       "rope_dim=%d rope_base=%g rms_eps=%g tied=%d weights=%s",
-      architecture, n_vocab, n_ctx, n_embd, n_layers, n_ff, n_heads, n_kv_heads, head_dim,
-      rope_dim, rope_base, rms_eps, tied_embeddings ? 1 : 0, DTypeName(weight_type));
+      architecture, n_vocab, n_ctx, n_embd, n_layers, n_ff, n_heads, n_kv_heads, head_dim, rope_dim,
+      rope_base, rms_eps, tied_embeddings ? 1 : 0, DTypeName(weight_type));
 }
 
 absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& gguf) {
@@ -112,8 +112,8 @@ absl::StatusOr<ModelConfig> ConfigFromHfConfigJson(const std::string& path) {
   ModelConfig c;
   c.architecture = j.value("model_type", std::string());
   if (c.architecture != "llama") {
-    return absl::UnimplementedError(absl::StrCat(path, ": unknown architecture '", c.architecture,
-                                                 "' (supported: llama)"));
+    return absl::UnimplementedError(
+        absl::StrCat(path, ": unknown architecture '", c.architecture, "' (supported: llama)"));
   }
   auto get_int = [&](const char* key, int fallback) -> absl::StatusOr<int> {
     if (!j.contains(key) || j[key].is_null()) {

@@ -24,7 +24,7 @@ struct ModelConfig {
   int rope_dim = 0;  // leading dims of each head that RoPE rotates
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
-  bool tied_embeddings = false;  // output projection reuses token_embd
+  bool tied_embeddings = false;     // output projection reuses token_embd
   DType weight_type = DType::kF32;  // type of the projection weights as stored
 
   // InvalidArgument naming the first inconsistent field (e.g. heads not dividing n_embd).

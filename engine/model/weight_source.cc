@@ -54,10 +54,14 @@ std::optional<std::string> HfName(const std::string& name) {
   std::vector<std::string> parts = absl::StrSplit(name, '.');
   if (parts.size() != 4 || parts[0] != "blk") return std::nullopt;
   static const std::pair<const char*, const char*> kMap[] = {
-      {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
-      {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"},
-      {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
-      {"ffn_down", "mlp.down_proj"},       {"attn_norm", "input_layernorm"},
+      {"attn_q", "self_attn.q_proj"},
+      {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},
+      {"attn_output", "self_attn.o_proj"},
+      {"ffn_gate", "mlp.gate_proj"},
+      {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"},
+      {"attn_norm", "input_layernorm"},
       {"ffn_norm", "post_attention_layernorm"},
   };
   for (const auto& [gguf, hf] : kMap) {

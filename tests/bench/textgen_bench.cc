@@ -98,12 +98,18 @@ int Main(int argc, char** argv) {
       if (!absl::SimpleAtoi(value(), &v) || v < 1) Die(f + ": expected a positive integer");
       return v;
     };
-    if (f == "--models") a.models = value();
-    else if (f == "--new-tokens") a.new_tokens = int_value();
-    else if (f == "--repeats") a.repeats = int_value();
-    else if (f == "--threads") a.threads = int_value();
-    else if (f == "--smoke") a.smoke = true;
-    else Die("unknown flag " + f);
+    if (f == "--models")
+      a.models = value();
+    else if (f == "--new-tokens")
+      a.new_tokens = int_value();
+    else if (f == "--repeats")
+      a.repeats = int_value();
+    else if (f == "--threads")
+      a.threads = int_value();
+    else if (f == "--smoke")
+      a.smoke = true;
+    else
+      Die("unknown flag " + f);
   }
   if (a.smoke) {
     a.new_tokens = 16;
@@ -121,8 +127,10 @@ int Main(int argc, char** argv) {
       rows.back().model = name;
     }
   }
-  std::printf("| model | KV cache | prefill tok/s (128-token prompt) | decode tok/s (%d new) | ms/token |\n",
-              a.new_tokens);
+  std::printf(
+      "| model | KV cache | prefill tok/s (128-token prompt) | decode tok/s (%d new) | ms/token "
+      "|\n",
+      a.new_tokens);
   std::printf("|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     std::printf("| %s | %s | %.0f | %.0f | %.3f |\n", r.model.c_str(), r.cache ? "on" : "off",

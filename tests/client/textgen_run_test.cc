@@ -2,11 +2,10 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"
@@ -52,9 +51,9 @@ TEST_CASE("textgen-run --json matches the reference, with and without cache", "[
       testing::ReadFile(testing::ReferenceDir() + "/TinyStories-656K-F32.greedy.json"));
   const auto& c = ref["cases"][1];
   for (const char* extra : {"", " --no-cache"}) {
-    RunResult r = Run("--model " + Quote(testing::ModelPath("TinyStories-656K-F32.gguf")) +
-                      " --prompt " + Quote(c["prompt"].get<std::string>()) +
-                      " --max-new-tokens 96 --json" + extra);
+    RunResult r =
+        Run("--model " + Quote(testing::ModelPath("TinyStories-656K-F32.gguf")) + " --prompt " +
+            Quote(c["prompt"].get<std::string>()) + " --max-new-tokens 96 --json" + extra);
     REQUIRE(r.exit_code == 0);
     nlohmann::json j = nlohmann::json::parse(r.out);
     CHECK(j["prompt_ids"] == c["prompt_ids"]);

@@ -1,10 +1,9 @@
 // Acceptance test of the engine core: greedy decoding reproduces llama.cpp's outputs
 // (../shared/reference/*.greedy.json) token for token, with logprobs within 1e-3.
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "engine/decoding/generator.h"
 #include "engine/model/model.h"
@@ -55,8 +54,7 @@ void CheckParity(const ParityCase& pc, bool use_cache) {
     auto result = GenerateGreedy(m.llama(), *cache, prompt_ids, m.tokenizer().eos_id(), options);
     REQUIRE(result.ok());
     REQUIRE(result->ids == want);
-    CHECK(FinishReasonName(result->finish_reason) ==
-          (rc["stop_type"] == "eos" ? "eos" : "length"));
+    CHECK(FinishReasonName(result->finish_reason) == (rc["stop_type"] == "eos" ? "eos" : "length"));
     const auto& steps = rc["steps"];
     REQUIRE(steps.size() == want.size());
     for (size_t i = 0; i < want.size(); ++i) {

@@ -2,10 +2,9 @@
 // exhaustion and bad tokens, and GGUF vs Hugging Face layouts of the same weights.
 #include "engine/model/llama_model.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "engine/model/model.h"
 #include "tests/test_util.h"
@@ -65,9 +64,8 @@ TEST_CASE("a batched pass equals separate passes", "[model]") {
   ForwardSeq pre{a, &ta2, 0, false};
   std::vector<float> unused;
   REQUIRE(m.Forward(*cache, absl::MakeSpan(&pre, 1), &unused).ok());
-  std::vector<ForwardSeq> batch = {{absl::MakeConstSpan(&next, 1), &ta2, 11, false},
-                                   {b, &tb2, 0, false},
-                                   {c, &tc2, 0, true}};
+  std::vector<ForwardSeq> batch = {
+      {absl::MakeConstSpan(&next, 1), &ta2, 11, false}, {b, &tb2, 0, false}, {c, &tc2, 0, true}};
   std::vector<float> lbatch;
   REQUIRE(m.Forward(*cache, absl::MakeSpan(batch), &lbatch).ok());
   REQUIRE(lbatch.size() == (2 + c.size()) * vocab);

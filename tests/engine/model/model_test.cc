@@ -1,10 +1,9 @@
 // Model loading: GGUF and Hugging Face checkpoints, and the errors for broken models.
 #include "engine/model/model.h"
 
+#include <catch2/catch.hpp>
 #include <functional>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "engine/format/gguf_writer.h"
 #include "tests/test_util.h"
@@ -84,20 +83,18 @@ TEST_CASE("loading names the problem with a broken model", "[model]") {
     CHECK_THAT(std::string(m.status().message()), Catch::Contains("unknown architecture 'mamba'"));
   }
   SECTION("missing tensor") {
-    std::string path = WriteEditedModel([](GgufWriter&) {}, [](const std::string& name) {
-      return name != "blk.3.ffn_up.weight";
-    });
+    std::string path = WriteEditedModel(
+        [](GgufWriter&) {}, [](const std::string& name) { return name != "blk.3.ffn_up.weight"; });
     auto m = Model::Load(path);
     REQUIRE(m.status().code() == absl::StatusCode::kNotFound);
     CHECK_THAT(std::string(m.status().message()),
                Catch::Contains("missing tensor blk.3.ffn_up.weight"));
   }
   SECTION("shape mismatch") {
-    std::string path = WriteEditedModel(
-        [](GgufWriter&) {}, [](const std::string&) { return true; },
-        [](const std::string& name, std::vector<int64_t>& dims) {
-          if (name == "blk.1.attn_k.weight") dims = {64, 48};
-        });
+    std::string path = WriteEditedModel([](GgufWriter&) {}, [](const std::string&) { return true; },
+                                        [](const std::string& name, std::vector<int64_t>& dims) {
+                                          if (name == "blk.1.attn_k.weight") dims = {64, 48};
+                                        });
     auto m = Model::Load(path);
     REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(m.status().message()),
