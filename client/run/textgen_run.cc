@@ -1,7 +1,6 @@
 // textgen-run: the offline command-line generator (like llama-cli).
 //
-//   textgen-run --model PATH (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]
-//               [--no-cache] [--json] [--threads N]
+//   textgen-run --model PATH (--prompt TEXT | --prompt-ids 1,2,3) [decoding flags] [--json]
 //   textgen-run --model PATH --tokenize TEXT [--no-bos] [--json]
 #include <cstdio>
 #include <cstdlib>
@@ -12,10 +11,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "engine/decoding/generator.h"
+#include "engine/decoding/generation.h"
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/model.h"
-#include "engine/tokenizer/incremental_detokenizer.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -29,22 +27,41 @@ Usage:
   textgen-run --model PATH (--prompt TEXT | --prompt-ids 1,2,3) [options]
   textgen-run --model PATH --tokenize TEXT [--no-bos] [--json]
 
-Options:
-  --model PATH          GGUF file or Hugging Face directory (default: $TEXTGEN_MODELS/stories260K.gguf,
-                        else models/stories260K.gguf)
-  --prompt TEXT         prompt text (BOS is added when the model's tokenizer asks for it)
-  --prompt-ids LIST     prompt as comma-separated token ids, used as given
-  --max-new-tokens N    tokens to generate at most (default 256)
-  --no-cache            recompute the whole sequence at every step instead of using the KV cache
-  --json                print one JSON object instead of streaming text
-  --tokenize TEXT       print the token ids and pieces of TEXT and exit (vocab-only GGUFs work)
-  --no-bos              with --tokenize: do not add BOS
-  --compute f32|bf16    matmul arithmetic: f32 (exact, default) or bf16 (fast; weights and
-                        activations rounded to bfloat16, F32 accumulation)
-  --threads N           compute threads (default: chosen for the model size)
-  --kv-block-size N     tokens per KV cache block (default 16)
-  --verbose             debug logging
-  --help                this text
+Model and output:
+  --model PATH            GGUF file or Hugging Face directory (default:
+                          $TEXTGEN_MODELS/stories260K.gguf, else models/stories260K.gguf)
+  --prompt TEXT           prompt text (BOS is added when the model's tokenizer asks for it)
+  --prompt-ids LIST       prompt as comma-separated token ids, used as given
+  --json                  print one JSON object instead of streaming text
+  --tokenize TEXT         print the token ids and pieces of TEXT and exit (vocab-only GGUFs work)
+  --no-bos                with --tokenize: do not add BOS
+
+Decoding (greedy unless --temperature > 0 or --beams is given):
+  --max-new-tokens N      tokens to generate at most (default 256)
+  --no-cache              recompute every sequence at each step instead of using the KV cache
+  --temperature T         sampling temperature (0 = greedy)
+  --top-k K               keep the K most likely tokens (0 = off)
+  --top-p P               nucleus sampling mass in (0, 1] (1 = off)
+  --min-p P               drop tokens below P times the best probability (0 = off)
+  --repetition-penalty R  HF/CTRL penalty on tokens already in the context (1 = off)
+  --seed N                random seed: the same seed gives the same tokens
+  --beams B               beam search with B beams (1..16)
+  --length-penalty A      beam score = cum_logprob / length^A (default 1.0)
+  --early-stopping MODE   heuristic (default), early or never
+  --num-return N          hypotheses to return (1..beams)
+  --stop TEXT             stop when TEXT appears (repeatable); TEXT is not returned
+  --ignore-eos            keep generating after EOS
+  --top-logprobs N        report the N (<= 20) most likely alternatives per token (with --json)
+  --context-overflow M    error (default) or slide: keep --n-keep tokens, drop the oldest rest
+  --n-keep N              tokens never dropped by the sliding window (default 0)
+
+Engine:
+  --compute f32|bf16      matmul arithmetic: f32 (exact, default) or bf16 (fast)
+  --threads N             compute threads (default: chosen for the model size)
+  --kv-block-size N       tokens per KV cache block (default 16)
+  --kv-blocks N           KV cache pool size in blocks (default: enough for the request)
+  --verbose               debug logging
+  --help                  this text
 )";
 
 struct Args {
@@ -52,12 +69,12 @@ struct Args {
   std::optional<std::string> prompt;
   std::optional<std::vector<int32_t>> prompt_ids;
   std::optional<std::string> tokenize;
-  int max_new_tokens = 256;
-  bool use_cache = true;
+  DecodingOptions decoding;
   bool json = false;
   bool bos = true;
   int threads = 0;
   int block_size = 16;
+  int kv_blocks = 0;
   bool bf16 = false;
 };
 
@@ -74,6 +91,12 @@ int ParseInt(const std::string& flag, const std::string& value, int min) {
   return v;
 }
 
+float ParseFloat(const std::string& flag, const std::string& value) {
+  float v = 0;
+  if (!absl::SimpleAtof(value, &v)) Die(flag + ": expected a number, got '" + value + "'");
+  return v;
+}
+
 std::string DefaultModel() {
   const char* dir = std::getenv("TEXTGEN_MODELS");
   if (dir != nullptr && *dir != '\0') return std::string(dir) + "/stories260K.gguf";
@@ -83,6 +106,8 @@ std::string DefaultModel() {
 Args ParseArgs(int argc, char** argv) {
   Args a;
   a.model = DefaultModel();
+  DecodingOptions& d = a.decoding;
+  bool sample = false, beam = false;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     auto value = [&]() -> std::string {
@@ -100,17 +125,66 @@ Args ParseArgs(int argc, char** argv) {
       std::vector<int32_t> ids;
       for (absl::string_view part : absl::StrSplit(value(), ',', absl::SkipWhitespace())) {
         int32_t id = 0;
-        if (!absl::SimpleAtoi(part, &id))
+        if (!absl::SimpleAtoi(part, &id)) {
           Die("--prompt-ids: '" + std::string(part) + "' is not an integer");
+        }
         ids.push_back(id);
       }
       a.prompt_ids = std::move(ids);
     } else if (flag == "--tokenize") {
       a.tokenize = value();
     } else if (flag == "--max-new-tokens") {
-      a.max_new_tokens = ParseInt(flag, value(), 0);
+      d.max_new_tokens = ParseInt(flag, value(), 1);
     } else if (flag == "--no-cache") {
-      a.use_cache = false;
+      d.use_cache = false;
+    } else if (flag == "--temperature") {
+      d.sampling.temperature = ParseFloat(flag, value());
+      sample = d.sampling.temperature != 0.0f;
+    } else if (flag == "--top-k") {
+      d.sampling.top_k = ParseInt(flag, value(), 0);
+    } else if (flag == "--top-p") {
+      d.sampling.top_p = ParseFloat(flag, value());
+    } else if (flag == "--min-p") {
+      d.sampling.min_p = ParseFloat(flag, value());
+    } else if (flag == "--repetition-penalty") {
+      d.sampling.repetition_penalty = ParseFloat(flag, value());
+    } else if (flag == "--seed") {
+      uint64_t seed = 0;
+      std::string v = value();
+      if (!absl::SimpleAtoi(v, &seed)) Die("--seed: expected an unsigned integer, got '" + v + "'");
+      d.sampling.seed = seed;
+    } else if (flag == "--beams") {
+      d.beam.num_beams = ParseInt(flag, value(), 0);
+      beam = true;
+    } else if (flag == "--length-penalty") {
+      d.beam.length_penalty = ParseFloat(flag, value());
+    } else if (flag == "--early-stopping") {
+      std::string v = value();
+      if (v == "heuristic") {
+        d.beam.early_stopping = EarlyStopping::kHeuristic;
+      } else if (v == "early") {
+        d.beam.early_stopping = EarlyStopping::kEarly;
+      } else if (v == "never") {
+        d.beam.early_stopping = EarlyStopping::kNever;
+      } else {
+        Die("--early-stopping: expected heuristic, early or never, got '" + v + "'");
+      }
+    } else if (flag == "--num-return") {
+      d.beam.num_return_sequences = ParseInt(flag, value(), 0);
+    } else if (flag == "--stop") {
+      d.stop.push_back(value());
+    } else if (flag == "--ignore-eos") {
+      d.ignore_eos = true;
+    } else if (flag == "--top-logprobs") {
+      d.top_logprobs = ParseInt(flag, value(), 0);
+    } else if (flag == "--context-overflow") {
+      std::string v = value();
+      if (v != "error" && v != "slide") {
+        Die("--context-overflow: expected error or slide, got '" + v + "'");
+      }
+      d.context_overflow = v == "slide" ? ContextOverflow::kSlide : ContextOverflow::kError;
+    } else if (flag == "--n-keep") {
+      d.n_keep = ParseInt(flag, value(), 0);
     } else if (flag == "--json") {
       a.json = true;
     } else if (flag == "--no-bos") {
@@ -123,6 +197,8 @@ Args ParseArgs(int argc, char** argv) {
       a.threads = ParseInt(flag, value(), 1);
     } else if (flag == "--kv-block-size") {
       a.block_size = ParseInt(flag, value(), 1);
+    } else if (flag == "--kv-blocks") {
+      a.kv_blocks = ParseInt(flag, value(), 1);
     } else if (flag == "--verbose") {
       spdlog::set_level(spdlog::level::debug);
     } else {
@@ -132,6 +208,10 @@ Args ParseArgs(int argc, char** argv) {
   if (!a.tokenize && a.prompt.has_value() == a.prompt_ids.has_value()) {
     Die("give exactly one of --prompt and --prompt-ids (or --tokenize)");
   }
+  if (beam && sample) Die("--beams and --temperature > 0 cannot be combined");
+  d.method = beam     ? DecodingMethod::kBeam
+             : sample ? DecodingMethod::kSample
+                      : DecodingMethod::kGreedy;
   return a;
 }
 
@@ -153,6 +233,16 @@ int RunTokenize(const Args& a) {
   return 0;
 }
 
+nlohmann::json TokenJson(const GeneratedToken& t) {
+  nlohmann::json j = {{"id", t.id}, {"text", t.text}, {"logprob", t.logprob}};
+  if (!t.top.empty()) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const TokenLogprob& c : t.top) top.push_back({{"id", c.id}, {"logprob", c.logprob}});
+    j["top_logprobs"] = top;
+  }
+  return j;
+}
+
 int RunGenerate(const Args& a) {
   ModelOptions model_options;
   model_options.threads = a.threads;
@@ -169,46 +259,61 @@ int RunGenerate(const Args& a) {
   kv.n_kv_heads = c.n_kv_heads;
   kv.head_dim = c.head_dim;
   kv.block_size = a.block_size;
-  kv.num_blocks = (c.n_ctx + a.block_size - 1) / a.block_size + 1;
+  // Enough for every beam to hold a whole context (blocks are shared, so this is generous).
+  const int beams = a.decoding.method == DecodingMethod::kBeam ? a.decoding.beam.num_beams : 1;
+  kv.num_blocks = a.kv_blocks > 0
+                      ? a.kv_blocks
+                      : std::max(1, beams) * ((c.n_ctx + a.block_size - 1) / a.block_size + 1);
   auto cache = KvCache::Create(kv);
   if (!cache.ok()) Die(std::string(cache.status().message()));
 
-  GenerateOptions options;
-  options.max_new_tokens = a.max_new_tokens;
-  options.use_cache = a.use_cache;
-  IncrementalDetokenizer detok(tok);
-  TokenCallback stream;
+  StreamSink sink;
   if (!a.json) {
     if (a.prompt) std::fputs(a.prompt->c_str(), stdout);
-    stream = [&](int32_t id, double) {
-      std::string piece = detok.Add(id);
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
+    sink = [](const StreamDelta& d) {
+      std::fwrite(d.text.data(), 1, d.text.size(), stdout);
       std::fflush(stdout);
     };
   }
-  auto result = GenerateGreedy(m.llama(), **cache, prompt, tok.eos_id(), options, stream);
+  auto result = Generate(m.llama(), tok, **cache, prompt, a.decoding, sink);
   if (!result.ok()) Die(std::string(result.status().message()));
+  const GenerationStats& st = result->stats;
+  const Hypothesis& best = result->hypotheses.at(0);
   if (!a.json) {
-    std::string rest = detok.Flush();
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputs("\n", stdout);
-    const double decode_tokens = static_cast<double>(result->ids.size()) - 1;
-    spdlog::info("prompt {} tokens in {:.2f} ms; {} tokens generated, {:.1f} tokens/s ({})",
-                 prompt.size(), result->prefill_seconds * 1e3, result->ids.size(),
-                 decode_tokens > 0 ? decode_tokens / result->decode_seconds : 0.0,
-                 FinishReasonName(result->finish_reason));
+    spdlog::info("{} prompt tokens, {} generated in {:.1f} ms (first token after {:.2f} ms), {}",
+                 st.prompt_tokens, st.generated_tokens, st.total_s * 1e3,
+                 st.time_to_first_token_s * 1e3, FinishReasonName(result->finish_reason));
     return 0;
   }
   nlohmann::json j;
   j["model"] = c.name;
   if (a.prompt) j["prompt"] = *a.prompt;
   j["prompt_ids"] = prompt;
-  j["generated_ids"] = result->ids;
-  j["text"] = tok.Decode(result->ids);
-  j["logprobs"] = result->logprobs;
+  j["generated_ids"] = best.ids;
+  j["text"] = best.text;
+  j["logprobs"] = best.logprobs;
   j["finish_reason"] = std::string(FinishReasonName(result->finish_reason));
-  j["timings"] = {{"prefill_ms", result->prefill_seconds * 1e3},
-                  {"decode_ms", result->decode_seconds * 1e3}};
+  if (a.decoding.top_logprobs > 0) {
+    nlohmann::json tokens = nlohmann::json::array();
+    for (const GeneratedToken& t : result->tokens) tokens.push_back(TokenJson(t));
+    j["tokens"] = tokens;
+  }
+  nlohmann::json hyps = nlohmann::json::array();
+  for (const Hypothesis& h : result->hypotheses) {
+    hyps.push_back({{"ids", h.ids},
+                    {"text", h.text},
+                    {"score", h.score},
+                    {"cum_logprob", h.cum_logprob},
+                    {"finish_reason", std::string(FinishReasonName(h.finish_reason))}});
+  }
+  j["hypotheses"] = hyps;
+  j["usage"] = {{"prompt_tokens", st.prompt_tokens},
+                {"generated_tokens", st.generated_tokens},
+                {"peak_kv_blocks", st.peak_kv_blocks},
+                {"context_shifts", st.context_shifts},
+                {"time_to_first_token_ms", st.time_to_first_token_s * 1e3},
+                {"total_ms", st.total_s * 1e3}};
   std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return 0;
 }
@@ -217,7 +322,6 @@ int RunGenerate(const Args& a) {
 }  // namespace textgen
 
 int main(int argc, char** argv) {
-  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   spdlog::set_default_logger(spdlog::stderr_color_mt("textgen-run"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   textgen::Args args = textgen::ParseArgs(argc, argv);

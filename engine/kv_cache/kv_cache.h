@@ -16,7 +16,8 @@ namespace textgen {
 
 // Typical use per decode step: `CanAppend(t, n)` (scheduler), `Append(t, n)`, then the model
 // writes K/V for slots [old num_tokens, new num_tokens) through KeySlot/ValueSlot and reads
-// earlier slots through the pool's [block_size, head_dim] tiles of `t.blocks`.
+// earlier slots through the pool's [block_size, head_dim] tiles of `t.blocks` (LlamaModel
+// keeps its keys in transposed tiles instead; see KeySlot).
 //
 // Sharing rule: a block with refcount > 1 is read-only. Append guarantees that every slot it
 // makes room for lies in a block referenced only by `t` (it copies a shared, partly filled
@@ -65,6 +66,10 @@ class KvCache {
   void DropFront(BlockTable& t, int n_blocks_to_drop, int keep_blocks);
 
   // [head_dim] key / value of one token: layer, KV head, logical slot in [0, t.num_tokens).
+  // Both address a row-major [block_size, head_dim] tile (the pool's own view, used by generic
+  // users and tests). The model stores keys TRANSPOSED instead, as Kᵀ [head_dim, block_size]
+  // tiles (engine/ops/attention.h), so it writes keys through pool().Key, not KeySlot; on such
+  // a cache KeySlot does not point at a token's key.
   float* KeySlot(const BlockTable& t, int layer, int kv_head, int slot) {
     return Slot(t, layer, kv_head, slot, /*value=*/false);
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/elementwise.h"
@@ -161,6 +162,41 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   return output_->Forward(s.last.data(), rows, logits->data());
 }
 
+absl::Status LlamaModel::ShiftContext(KvCache& cache, absl::Span<BlockTable* const> tables,
+                                      int keep_blocks, int drop_blocks) const {
+  if (drop_blocks <= 0) return absl::OkStatus();
+  // Count each physical block that will move, so shared ones rotate once and blocks also held
+  // elsewhere are refused before anything changes.
+  absl::flat_hash_map<int32_t, int> moved;
+  for (const BlockTable* t : tables) {
+    if (keep_blocks + drop_blocks >= t->num_blocks()) {
+      return absl::FailedPreconditionError(absl::StrCat("context shift: a sequence of ",
+                                                        t->num_blocks(), " blocks cannot keep ",
+                                                        keep_blocks, " and drop ", drop_blocks));
+    }
+    for (int b = keep_blocks + drop_blocks; b < t->num_blocks(); ++b) ++moved[t->blocks[b]];
+  }
+  for (const auto& [block, refs] : moved) {
+    if (cache.pool().RefCount(block) != refs) {
+      return absl::FailedPreconditionError(
+          "context shift: a moved KV block is shared outside this request");
+    }
+  }
+  for (BlockTable* t : tables) cache.DropFront(*t, drop_blocks, keep_blocks);
+  const ModelConfig& c = config_;
+  const ops::RopeConfig kv_heads{c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, 1.0f};
+  const int bs = cache.block_size();
+  const int32_t delta = -drop_blocks * bs;
+  for (const auto& [block, refs] : moved) {
+    for (int l = 0; l < c.n_layers; ++l) {
+      // The layer's K^T tiles [n_kv_heads, head_dim, block_size] are contiguous; unused slots
+      // of a partial block rotate harmlessly.
+      ops::RopeShiftTransposed(kv_heads, delta, bs, bs, cache.pool().Key(block, l, 0));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, int layer) {
   const ModelConfig& c = config_;
   const int64_t q_dim = int64_t{c.n_heads} * c.head_dim;
@@ -174,13 +210,19 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
     const BlockTable& t = *fs.table;
     const int n = static_cast<int>(fs.tokens.size());
     const int slot0 = t.num_tokens - n;
-    // Store this layer's K/V of the new tokens: k [n, n_kv_heads, head_dim] -> cache slots.
+    // Store this layer's K/V of the new tokens: k, v [n, n_kv_heads, head_dim] -> cache slots.
+    // Keys go to column `off` of the block's K^T tile [head_dim, block_size] (the layout
+    // PagedAttention reads, engine/ops/attention.h), values to row `off` of the V tile.
     for (int i = 0; i < n; ++i) {
+      const int slot = slot0 + i;
+      const int32_t block = t.BlockOf(slot, bs);
+      const int off = BlockTable::OffsetOf(slot, bs);
       const float* k = &s.k[(row + i) * c.n_kv_heads * hd];
       const float* v = &s.v[(row + i) * c.n_kv_heads * hd];
       for (int h = 0; h < c.n_kv_heads; ++h) {
-        std::memcpy(cache.KeySlot(t, layer, h, slot0 + i), k + h * hd, hd * sizeof(float));
-        std::memcpy(cache.ValueSlot(t, layer, h, slot0 + i), v + h * hd, hd * sizeof(float));
+        float* kt = pool.Key(block, layer, h) + off;
+        for (int64_t d = 0; d < hd; ++d) kt[d * bs] = k[h * hd + d];
+        std::memcpy(cache.ValueSlot(t, layer, h, slot), v + h * hd, hd * sizeof(float));
       }
     }
     s.k_blocks.resize(t.blocks.size());

@@ -46,6 +46,15 @@ class LlamaModel {
   // positions beyond what RoPE can represent.
   absl::Status Forward(KvCache& cache, absl::Span<ForwardSeq> seqs, std::vector<float>* logits);
 
+  // Sliding window over the cache: in every table, drops `drop_blocks` whole blocks after the
+  // first `keep_blocks`, then re-rotates the keys that moved down by drop_blocks * block_size
+  // slots so that RoPE positions equal slots again (RoPE is a rotation, so a shift is one more
+  // rotation). The tables must be one request's live sequences (e.g. its beams, all of equal
+  // length); a block they share is rotated once. FailedPrecondition if a moved block is also
+  // referenced from outside `tables` (rotating it would corrupt that reader) or too few blocks.
+  absl::Status ShiftContext(KvCache& cache, absl::Span<BlockTable* const> tables, int keep_blocks,
+                            int drop_blocks) const;
+
   const ModelConfig& config() const { return config_; }
   // Bytes of weights as prepared (what a decode step streams).
   size_t weight_bytes() const { return weight_bytes_; }

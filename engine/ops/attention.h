@@ -1,9 +1,14 @@
 // Attention of one query token over a paged KV cache (one sequence, one layer).
 //
-// The cache pool stores per block [n_layers][2 (K, V)][n_kv_heads][block_size][head_dim]; the
+// The cache pool stores per block [n_layers][2 (K, V)][n_kv_heads][block_size * head_dim]; the
 // caller passes, for the layer at hand, one K and one V pointer per block of the sequence in
-// slot order, so slot t lives in block t / block_size at row t % block_size, and the K row of
-// kv head h is k_blocks[t / block_size] + (h * block_size + t % block_size) * head_dim.
+// slot order, so slot t lives in block t / block_size at column/row r = t % block_size.
+// Tile layouts per (block, layer, kv head h), both at offset h * block_size * head_dim:
+//   V: row-major [block_size, head_dim]: element (r, d) at v_block + (h * bs + r) * hd + d.
+//   K: transposed, Kᵀ [head_dim, block_size]: element (r, d) at k_block + (h * hd + d) * bs + r.
+// Kᵀ lets the score kernel vectorize over slots (16 per vector) with one broadcast query
+// element per head dim, which keeps small head dims (8, 16) from wasting vector lanes on
+// horizontal reductions.
 //
 // Causal masking is the caller's n_ctx: the query sees slots [0, n_ctx). In prefill, call it
 // per token with n_ctx = position + 1 after that token's K/V are written.
@@ -25,9 +30,10 @@ struct AttentionShape {
 };
 
 // out[n_heads, head_dim] = softmax(q · Kᵀ / sqrt(head_dim)) · V per query head, over slots
-// [0, n_ctx). q [n_heads, head_dim]. Blocks beyond ceil(n_ctx / block_size) are not read.
-// Scores and softmax in float (exponential sum in double). Thread-safe (per-thread scratch).
-// InvalidArgument for bad shapes, n_ctx < 1, fewer blocks than n_ctx needs, null pointers.
+// [0, n_ctx). q [n_heads, head_dim]; k_blocks are Kᵀ tiles, v_blocks row-major V tiles (above).
+// Blocks beyond ceil(n_ctx / block_size) are not read. Scores and softmax in float (exponential sum
+// in double). Thread-safe (per-thread scratch). InvalidArgument for bad shapes, n_ctx < 1, fewer
+// blocks than n_ctx needs, null pointers.
 absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const float* const> k_blocks,
                             absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out);

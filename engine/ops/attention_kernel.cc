@@ -4,42 +4,157 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/ops/direct_matmul.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops::internal {
 namespace {
 
 #if defined(__AVX512F__)
+// GCC -O2 does not fully unroll the short constant-count loops over register arrays below,
+// and then keeps the accumulators in memory (a load and store per FMA); force it.
+#define TG_UNROLL _Pragma("GCC unroll 16")
+
+// Up to 16 consecutive slots of one K^T tile: lane i is slot t + i, read at kt[d * bs + i].
+struct ScoreChunk {
+  const float* kt;
+  __mmask16 mask;  // lanes holding real slots; 0 for padding chunks (nothing read or written)
+  int64_t t;
+};
+
+// s[g * lds + c.t + i] = scale * sum_d q[g * hd + d] * c.kt[d * bs + i] for the C chunks and
+// G query heads, and vmax[g] = max(vmax[g], those scores). The C x G accumulators stay in
+// registers over the head dim, so each K^T row segment is loaded once for the whole group,
+// and C * G independent FMA chains hide the FMA latency even for head_dim 8.
+template <int G, int C>
+inline void ScoreChunks(const ScoreChunk* c, const float* q, int64_t hd, int64_t bs, float scale,
+                        float* s, int64_t lds, __m512* vmax) {
+  __m512 acc[C][G];
+  TG_UNROLL
+  for (int j = 0; j < C; ++j) {
+    TG_UNROLL
+    for (int g = 0; g < G; ++g) acc[j][g] = _mm512_setzero_ps();
+  }
+  for (int64_t d = 0; d < hd; ++d) {
+    __m512 k[C];
+    TG_UNROLL
+    for (int j = 0; j < C; ++j) k[j] = _mm512_maskz_loadu_ps(c[j].mask, c[j].kt + d * bs);
+    TG_UNROLL
+    for (int g = 0; g < G; ++g) {
+      const __m512 qd = _mm512_set1_ps(q[g * hd + d]);
+      TG_UNROLL
+      for (int j = 0; j < C; ++j) acc[j][g] = _mm512_fmadd_ps(qd, k[j], acc[j][g]);
+    }
+  }
+  const __m512 vscale = _mm512_set1_ps(scale);
+  TG_UNROLL
+  for (int j = 0; j < C; ++j) {
+    TG_UNROLL
+    for (int g = 0; g < G; ++g) {
+      const __m512 v = _mm512_mul_ps(acc[j][g], vscale);
+      _mm512_mask_storeu_ps(s + g * lds + c[j].t, c[j].mask, v);
+      // The running maximum goes second so NaN scores are skipped, as in simd::Max.
+      vmax[g] = _mm512_mask_max_ps(vmax[g], c[j].mask, v, vmax[g]);
+    }
+  }
+}
+
+// Scaled scores s[g * lds + t], t < n_ctx, of G query heads q [G, hd] against the K^T tiles
+// (kv head at `offset` in each block), and their maxima max[g]. Slots are taken 16 at a time
+// per tile column range; C such chunks, possibly from different blocks, go through
+// ScoreChunks together.
+template <int G>
+void Scores(const float* q, int64_t hd, const float* const* k_blocks, int64_t offset, int64_t bs,
+            int64_t n_ctx, float scale, float* s, int64_t lds, float* max) {
+  // Enough chunks for >= 8 independent accumulators; at most 16 + C + 1 zmm registers live.
+  constexpr int C = G == 1 ? 8 : 4;
+  __m512 vmax[G];
+  TG_UNROLL
+  for (int g = 0; g < G; ++g) vmax[g] = _mm512_set1_ps(-INFINITY);
+  ScoreChunk chunks[C];
+  int nc = 0;
+  for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
+    const int64_t rows = std::min(bs, n_ctx - t);
+    const float* kt = k_blocks[b] + offset;
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+      chunks[nc++] = {kt + r0, simd::TailMask(rows - r0), t + r0};
+      if (nc == C) {
+        ScoreChunks<G, C>(chunks, q, hd, bs, scale, s, lds, vmax);
+        nc = 0;
+      }
+    }
+    t += rows;
+  }
+  if (nc > 0) {
+    for (int j = nc; j < C; ++j) chunks[j] = {chunks[0].kt, 0, 0};
+    ScoreChunks<G, C>(chunks, q, hd, bs, scale, s, lds, vmax);
+  }
+  TG_UNROLL
+  for (int g = 0; g < G; ++g) max[g] = _mm512_reduce_max_ps(vmax[g]);
+}
+
 // out[g, d0 + i] = sum_t p[g * ldp + t] * V[t, d0 + i] for g < G, i < 16 * NV (masked at hd),
-// over slots t < n_ctx of the blocks. The G x NV output vectors stay in registers for the
-// whole context, so each V row is loaded once and nothing is stored until the end.
-template <int G, int NV>
+// over slots t < n_ctx of the blocks. The U x G x NV output vectors stay in registers for the
+// whole context, so each V row is loaded once and nothing is stored until the end; rows go
+// round-robin to U accumulator sets so small G * NV (head_dim 8/16) is not bound by the FMA
+// latency of a single chain.
+template <int G, int NV, int U>
 void WeightedSumV(const float* p, int64_t ldp, const float* const* v_blocks, int64_t offset,
                   int64_t bs, int64_t n_ctx, int64_t hd, int64_t d0, float* out) {
   __mmask16 mask[NV];
+  TG_UNROLL
   for (int i = 0; i < NV; ++i) {
     mask[i] = simd::TailMask(std::max<int64_t>(0, hd - d0 - 16 * i));
   }
-  __m512 acc[G][NV];
-  for (int g = 0; g < G; ++g) {
-    for (int i = 0; i < NV; ++i) acc[g][i] = _mm512_setzero_ps();
+  __m512 acc[U][G][NV];
+  TG_UNROLL
+  for (int u = 0; u < U; ++u) {
+    TG_UNROLL
+    for (int g = 0; g < G; ++g) {
+      TG_UNROLL
+      for (int i = 0; i < NV; ++i) acc[u][g][i] = _mm512_setzero_ps();
+    }
   }
   for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
     const float* v = v_blocks[b] + offset + d0;
     const int64_t rows = std::min(bs, n_ctx - t);
-    for (int64_t r = 0; r < rows; ++r, ++t) {
+    int64_t r = 0;
+    for (; r + U <= rows; r += U, t += U) {
+      TG_UNROLL
+      for (int u = 0; u < U; ++u) {
+        __m512 vv[NV];
+        TG_UNROLL
+        for (int i = 0; i < NV; ++i) {
+          vv[i] = _mm512_maskz_loadu_ps(mask[i], v + (r + u) * hd + 16 * i);
+        }
+        TG_UNROLL
+        for (int g = 0; g < G; ++g) {
+          const __m512 pg = _mm512_set1_ps(p[g * ldp + t + u]);
+          TG_UNROLL
+          for (int i = 0; i < NV; ++i) acc[u][g][i] = _mm512_fmadd_ps(pg, vv[i], acc[u][g][i]);
+        }
+      }
+    }
+    for (; r < rows; ++r, ++t) {
       __m512 vv[NV];
+      TG_UNROLL
       for (int i = 0; i < NV; ++i) vv[i] = _mm512_maskz_loadu_ps(mask[i], v + r * hd + 16 * i);
+      TG_UNROLL
       for (int g = 0; g < G; ++g) {
         const __m512 pg = _mm512_set1_ps(p[g * ldp + t]);
-        for (int i = 0; i < NV; ++i) acc[g][i] = _mm512_fmadd_ps(pg, vv[i], acc[g][i]);
+        TG_UNROLL
+        for (int i = 0; i < NV; ++i) acc[0][g][i] = _mm512_fmadd_ps(pg, vv[i], acc[0][g][i]);
       }
     }
   }
+  TG_UNROLL
   for (int g = 0; g < G; ++g) {
-    for (int i = 0; i < NV; ++i)
-      _mm512_mask_storeu_ps(out + g * hd + d0 + 16 * i, mask[i], acc[g][i]);
+    TG_UNROLL
+    for (int i = 0; i < NV; ++i) {
+      __m512 sum = acc[0][g][i];
+      TG_UNROLL
+      for (int u = 1; u < U; ++u) sum = _mm512_add_ps(sum, acc[u][g][i]);
+      _mm512_mask_storeu_ps(out + g * hd + d0 + 16 * i, mask[i], sum);
+    }
   }
 }
 
@@ -47,18 +162,81 @@ template <int G>
 void WeightedSumVChunk(int nv, const float* p, int64_t ldp, const float* const* v_blocks,
                        int64_t offset, int64_t bs, int64_t n_ctx, int64_t hd, int64_t d0,
                        float* out) {
+  // U * G * NV <= 16 accumulators, aiming for >= 8 independent chains.
+  constexpr int kU1 = G == 1 ? 8 : (G == 2 ? 4 : 2);
+  constexpr int kU2 = G == 1 ? 4 : 2;
   switch (nv) {
     case 1:
-      return WeightedSumV<G, 1>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+      return WeightedSumV<G, 1, kU1>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
     case 2:
-      return WeightedSumV<G, 2>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+      return WeightedSumV<G, 2, kU2>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
     case 3:
-      return WeightedSumV<G, 3>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+      return WeightedSumV < G, 3,
+             G == 1 ? 2 : 1 > (p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
     default:
-      return WeightedSumV<G, 4>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+      return WeightedSumV < G, 4,
+             G == 1 ? 2 : 1 > (p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
   }
 }
+#undef TG_UNROLL
 #endif
+
+// s[g * n_ctx + t] = scale * q[g] · K[t] for g < group over the K^T tiles, max[g] the row
+// maxima.
+void ScoreRows(const float* q, int64_t group, int64_t hd, const float* const* k_blocks,
+               int64_t offset, int64_t bs, int64_t n_ctx, float scale, float* s, float* max) {
+#if defined(__AVX512F__)
+  // Chunks of up to 4 query heads: each reads the K^T tiles once.
+  for (int64_t g0 = 0; g0 < group; g0 += 4) {
+    const float* qg = q + g0 * hd;
+    float* sg = s + g0 * n_ctx;
+    switch (std::min<int64_t>(4, group - g0)) {
+      case 1:
+        Scores<1>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
+        break;
+      case 2:
+        Scores<2>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
+        break;
+      case 3:
+        Scores<3>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
+        break;
+      default:
+        Scores<4>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
+        break;
+    }
+  }
+#else
+  for (int64_t g = 0; g < group; ++g) {
+    float* sg = s + g * n_ctx;
+    for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
+      const int64_t rows = std::min(bs, n_ctx - t);
+      const float* kt = k_blocks[b] + offset;
+      for (int64_t r = 0; r < rows; ++r) {
+        float acc = 0.0f;
+        for (int64_t d = 0; d < hd; ++d) acc += q[g * hd + d] * kt[d * bs + r];
+        sg[t + r] = acc * scale;
+      }
+      t += rows;
+    }
+    max[g] = simd::Max(sg, n_ctx);
+  }
+#endif
+}
+
+// x[i] *= f over n floats. simd::Scale leaves this to the auto-vectorizer, which GCC's -O2
+// cost model declines for unknown trip counts; at head_dim 8 the scalar loop costs about as
+// much as the scores themselves.
+void ScaleRow(float* x, int64_t n, float f) {
+#if defined(__AVX512F__)
+  const __m512 vf = _mm512_set1_ps(f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = simd::TailMask(n - i);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vf));
+  }
+#else
+  simd::Scale(x, n, f);
+#endif
+}
 
 // out[group, hd] = P[group, n_ctx] · V over the blocks (kv head at `offset` in each block).
 void WeightedSum(const float* p, int64_t group, int64_t n_ctx, const float* const* v_blocks,
@@ -107,30 +285,25 @@ void PagedAttentionKernel(const AttentionShape& shape, const float* q, const flo
   const int64_t hd = shape.head_dim;
   const int64_t bs = shape.block_size;
   const int64_t group = shape.n_heads / shape.n_kv_heads;
-  const int64_t n_blocks = (n_ctx + bs - 1) / bs;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // scores [group, n_ctx]: the query heads sharing a kv head are done together so each K/V
-  // row is read once per kv head.
+  // scores [group, n_ctx], max [group]: the query heads sharing a kv head are done together so
+  // each K/V tile is read once per kv head (per 4 query heads).
   thread_local std::vector<float> scores;
+  thread_local std::vector<float> max;
   scores.resize(static_cast<size_t>(group * n_ctx));
+  max.resize(static_cast<size_t>(group));
 
   for (int64_t h = 0; h < shape.n_kv_heads; ++h) {
-    const float* qh = q + h * group * hd;
+    // Both tiles of kv head h start here: K^T [hd, bs] and V [bs, hd] have the same size.
     const int64_t offset = h * bs * hd;
-    // Scores of a block: Q[group, hd] · K_blockᵀ, K_block [rows, hd] being contiguous.
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const int64_t rows = std::min(bs, n_ctx - b * bs);
-      DirectMatmulF32Strided(k_blocks[b] + offset, rows, hd, qh, group, scores.data() + b * bs,
-                             n_ctx);
-    }
+    ScoreRows(q + h * group * hd, group, hd, k_blocks, offset, bs, n_ctx, scale, scores.data(),
+              max.data());
     for (int64_t g = 0; g < group; ++g) {
       float* s = scores.data() + g * n_ctx;
-      simd::Scale(s, n_ctx, scale);
-      const float max = simd::Max(s, n_ctx);
-      const double sum = simd::ExpShiftSum(s, n_ctx, max);
+      const double sum = simd::ExpShiftSum(s, n_ctx, max[g]);
       // Normalize the probabilities rather than the output: out is then a convex combination
       // of V rows, as in the reference.
-      simd::Scale(s, n_ctx, static_cast<float>(1.0 / sum));
+      ScaleRow(s, n_ctx, static_cast<float>(1.0 / sum));
     }
     WeightedSum(scores.data(), group, n_ctx, v_blocks, offset, bs, hd, out + h * group * hd);
   }

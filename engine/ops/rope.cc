@@ -71,4 +71,25 @@ void RopeShift(const RopeConfig& config, int32_t delta, int64_t n, float* x) {
   for (int64_t r = 0; r < n; ++r) RotateRow(config, s, x + r * row);
 }
 
+void RopeShiftTransposed(const RopeConfig& config, int32_t delta, int64_t n_slots, int64_t ld,
+                         float* kt) {
+  assert(n_slots <= ld);
+  RopeScratch& s = Prepare(config);
+  Angles(config, s, delta);
+  for (int64_t h = 0; h < config.n_heads; ++h) {
+    for (int64_t i = 0; i < config.rope_dim / 2; ++i) {
+      float* x0 = kt + (h * config.head_dim + 2 * i) * ld;  // [n_slots] dim 2i
+      float* x1 = x0 + ld;                                  // [n_slots] dim 2i + 1
+      const float c = s.cos[i];
+      const float sn = s.sin[i];
+      for (int64_t r = 0; r < n_slots; ++r) {
+        const float a = x0[r];
+        const float b = x1[r];
+        x0[r] = a * c - b * sn;
+        x1[r] = a * sn + b * c;
+      }
+    }
+  }
+}
+
 }  // namespace textgen::ops

@@ -26,6 +26,14 @@ void Rope(const RopeConfig& config, const int32_t* positions, int64_t n, float* 
 // head_dim], is x with n = block_size and n_heads = 1.
 void RopeShift(const RopeConfig& config, int32_t delta, int64_t n, float* x);
 
+// RopeShift on transposed keys: kt [n_heads, head_dim, ld] holds, per head, dim d of slot r
+// at kt[(h * head_dim + d) * ld + r] (the KV cache's K^T tiles; see engine/ops/attention.h).
+// Rotates slots [0, n_slots), n_slots <= ld, with the same angles and float arithmetic as
+// RopeShift, so it equals RopeShift on the untransposed data. Every slot turns by the same
+// angle, so rows 2i and 2i+1 are rotated elementwise (vectorizes over the slots).
+void RopeShiftTransposed(const RopeConfig& config, int32_t delta, int64_t n_slots, int64_t ld,
+                         float* kt);
+
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_ROPE_H_

@@ -24,10 +24,11 @@ std::string Quote(const std::string& s) {
   return q + "'";
 }
 
-RunResult Run(const std::string& args) {
+RunResult Run(const std::string& args, bool with_stderr = false) {
   const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
   REQUIRE(bin_dir != nullptr);
-  std::string cmd = std::string(bin_dir) + "/textgen-run " + args + " 2>/dev/null";
+  std::string cmd =
+      std::string(bin_dir) + "/textgen-run " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   std::string out;
@@ -100,6 +101,73 @@ TEST_CASE("textgen-run reports bad input clearly", "[cli]") {
   CHECK(Run(model + " --prompt a --max-new-tokens -3").exit_code == 2);
   CHECK(Run("--model /nonexistent.gguf --prompt a").exit_code == 2);
   CHECK(Run(model + " --bogus").exit_code == 2);
+}
+
+TEST_CASE("textgen-run beam search prints hypotheses", "[cli]") {
+  RunResult r = Run("--model " + Quote(testing::ModelPath("stories260K.gguf")) +
+                    " --prompt 'Once upon a time' --max-new-tokens 30 --beams 4 --num-return 3"
+                    " --length-penalty 0.5 --early-stopping never --json");
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE(j["hypotheses"].size() == 3);
+  CHECK(j["generated_ids"] == j["hypotheses"][0]["ids"]);
+  CHECK(j["text"] == j["hypotheses"][0]["text"]);
+  for (const auto& h : j["hypotheses"]) {
+    CHECK(h.contains("score"));
+    CHECK(h.contains("cum_logprob"));
+    CHECK((h["finish_reason"] == "eos" || h["finish_reason"] == "length"));
+  }
+  CHECK(j["hypotheses"][0]["score"].get<double>() >= j["hypotheses"][2]["score"].get<double>());
+}
+
+TEST_CASE("textgen-run sampling, stop strings, top logprobs and the sliding window", "[cli]") {
+  const std::string model = "--model " + Quote(testing::ModelPath("TinyStories-656K-F32.gguf"));
+  const std::string sample =
+      model +
+      " --prompt 'Once upon a time' --max-new-tokens 40 --temperature 0.8 --top-k 40"
+      " --top-p 0.9 --min-p 0.05 --repetition-penalty 1.1 --seed 42 --json";
+  RunResult a = Run(sample), b = Run(sample);
+  REQUIRE(a.exit_code == 0);
+  CHECK(nlohmann::json::parse(a.out)["generated_ids"] ==
+        nlohmann::json::parse(b.out)["generated_ids"]);
+
+  RunResult s = Run(model + " --prompt 'Once upon a time' --stop ',' --json --top-logprobs 3");
+  REQUIRE(s.exit_code == 0);
+  nlohmann::json js = nlohmann::json::parse(s.out);
+  CHECK(js["finish_reason"] == "stop_sequence");
+  CHECK(js["text"].get<std::string>().find(',') == std::string::npos);
+  REQUIRE(js["tokens"].size() > 0);
+  CHECK(js["tokens"][0]["top_logprobs"].size() == 3);
+
+  RunResult w = Run(model +
+                    " --prompt 'Once upon a time' --max-new-tokens 1200 --ignore-eos"
+                    " --context-overflow slide --n-keep 1 --json");
+  REQUIRE(w.exit_code == 0);
+  nlohmann::json jw = nlohmann::json::parse(w.out);
+  CHECK(jw["generated_ids"].size() == 1200);
+  CHECK(jw["usage"]["context_shifts"].get<int>() > 0);
+}
+
+TEST_CASE("textgen-run rejects bad decoding parameters naming them", "[cli]") {
+  const std::string base =
+      "--model " + Quote(testing::ModelPath("stories260K.gguf")) + " --prompt a ";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--beams 0", "num_beams"},
+      {"--beams 17", "num_beams"},
+      {"--beams 4 --num-return 5", "num_return_sequences"},
+      {"--temperature 0.5 --top-p 1.5", "top_p"},
+      {"--temperature -1", "temperature"},
+      {"--top-logprobs 21", "top_logprobs"},
+      {"--max-new-tokens 5000", "context"},
+      {"--early-stopping sometimes", "early-stopping"},
+      {"--context-overflow wrap", "context-overflow"},
+  };
+  for (const auto& [flags, name] : cases) {
+    RunResult r = Run(base + flags, /*with_stderr=*/true);
+    INFO(flags << " -> " << r.out);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.out, Catch::Contains(name));
+  }
 }
 
 }  // namespace

@@ -16,8 +16,9 @@ std::vector<float> Random(size_t n, uint32_t seed, float scale) {
   return v;
 }
 
-// A pool of blocks laid out [n_layers][2][n_kv_heads][block_size][head_dim], handed out in a
-// scrambled order so the op cannot rely on blocks being contiguous.
+// A pool of blocks laid out [n_layers][2][n_kv_heads][tile], handed out in a scrambled order
+// so the op cannot rely on blocks being contiguous. K tiles are Kᵀ [head_dim, block_size], V
+// tiles [block_size, head_dim] (engine/ops/attention.h).
 struct Pool {
   AttentionShape shape;
   int64_t n_layers = 2;
@@ -34,11 +35,13 @@ struct Pool {
   float* V(int64_t pool_block, int64_t layer) {
     return K(pool_block, layer) + shape.n_kv_heads * shape.block_size * shape.head_dim;
   }
-  // Row of slot t, kv head h.
-  const float* KRow(int64_t t, int64_t h, int64_t layer) {
-    return K(order[t / shape.block_size], layer) +
-           (h * shape.block_size + t % shape.block_size) * shape.head_dim;
+  // Dim d of the key of slot t, kv head h: column t % block_size of the Kᵀ tile.
+  float KAt(int64_t t, int64_t h, int64_t d, int64_t layer) {
+    return K(order[t / shape.block_size],
+             layer)[(h * shape.head_dim + d) * shape.block_size + t % shape.block_size];
   }
+  // Row of slot t, kv head h.
+
   const float* VRow(int64_t t, int64_t h, int64_t layer) {
     return V(order[t / shape.block_size], layer) +
            (h * shape.block_size + t % shape.block_size) * shape.head_dim;
@@ -57,7 +60,7 @@ std::vector<double> RefAttention(Pool& pool, int64_t layer, const std::vector<fl
     for (int64_t t = 0; t < n_ctx; ++t) {
       double d = 0.0;
       for (int64_t k = 0; k < s.head_dim; ++k)
-        d += q[i * s.head_dim + k] * pool.KRow(t, h, layer)[k];
+        d += q[i * s.head_dim + k] * pool.KAt(t, h, k, layer);
       sc[t] = d / std::sqrt(static_cast<double>(s.head_dim));
       max = std::max(max, sc[t]);
     }
@@ -82,6 +85,14 @@ TEST_CASE("PagedAttention matches a naive reference (GQA, several block sizes)")
       {{.n_heads = 8, .n_kv_heads = 2, .head_dim = 64, .block_size = 32}, {1, 33, 95, 200}},
       {{.n_heads = 6, .n_kv_heads = 6, .head_dim = 20, .block_size = 1}, {1, 7}},
       {{.n_heads = 4, .n_kv_heads = 1, .head_dim = 128, .block_size = 5}, {3, 12, 61}},
+      {{.n_heads = 8, .n_kv_heads = 4, .head_dim = 16, .block_size = 16}, {1, 16, 63, 130}},
+      {{.n_heads = 6, .n_kv_heads = 2, .head_dim = 12, .block_size = 7}, {1, 6, 50}},
+      // Blocks wider than one 16-slot vector, with a partial last vector per block.
+      {{.n_heads = 4, .n_kv_heads = 2, .head_dim = 12, .block_size = 40}, {1, 39, 41, 150}},
+      // One query head per kv head, and a group of 8 (split into two score passes).
+      {{.n_heads = 12, .n_kv_heads = 12, .head_dim = 64, .block_size = 16}, {1, 17, 160}},
+      {{.n_heads = 32, .n_kv_heads = 4, .head_dim = 64, .block_size = 16}, {5, 77, 300}},
+      {{.n_heads = 10, .n_kv_heads = 2, .head_dim = 8, .block_size = 32}, {1, 31, 97}},
   };
   for (const Case& c : cases) {
     for (int64_t n_ctx : c.n_ctxs) {

@@ -88,5 +88,43 @@ TEST_CASE("RopeShift composes: rotate by a then b equals rotate by a + b") {
   for (size_t i = 0; i < x.size(); ++i) REQUIRE(shifted[i] == Approx(direct[i]).margin(1e-5));
 }
 
+TEST_CASE("RopeShiftTransposed equals RopeShift on the transposed keys") {
+  const RopeConfig configs[] = {
+      {.n_heads = 1, .head_dim = 8, .rope_dim = 8, .freq_base = 10000.0f},
+      {.n_heads = 4, .head_dim = 16, .rope_dim = 16, .freq_base = 10000.0f},
+      {.n_heads = 2, .head_dim = 64, .rope_dim = 64, .freq_base = 500000.0f},
+      {.n_heads = 3, .head_dim = 12, .rope_dim = 8, .freq_base = 10000.0f},
+  };
+  for (const RopeConfig& c : configs) {
+    for (auto [n_slots, ld] :
+         std::vector<std::pair<int64_t, int64_t>>{{16, 16}, {5, 7}, {33, 33}}) {
+      for (int32_t delta : {-16, -4096, 37}) {
+        INFO("hd " << c.head_dim << " rope_dim " << c.rope_dim << " slots " << n_slots << "/" << ld
+                   << " delta " << delta);
+        // kt [n_heads, head_dim, ld]; x [n_slots, n_heads, head_dim] the same keys row-major.
+        std::vector<float> kt = Random(c.n_heads * c.head_dim * ld, 7 + ld);
+        const std::vector<float> kt0 = kt;
+        std::vector<float> x(n_slots * c.n_heads * c.head_dim);
+        for (int64_t r = 0; r < n_slots; ++r) {
+          for (int64_t hd = 0; hd < c.n_heads * c.head_dim; ++hd) {
+            x[r * c.n_heads * c.head_dim + hd] = kt[hd * ld + r];
+          }
+        }
+        RopeShift(c, delta, n_slots, x.data());
+        RopeShiftTransposed(c, delta, n_slots, ld, kt.data());
+        for (int64_t hd = 0; hd < c.n_heads * c.head_dim; ++hd) {
+          for (int64_t r = 0; r < ld; ++r) {
+            if (r < n_slots) {
+              REQUIRE(kt[hd * ld + r] == Approx(x[r * c.n_heads * c.head_dim + hd]).margin(1e-6));
+            } else {
+              REQUIRE(kt[hd * ld + r] == kt0[hd * ld + r]);  // columns past n_slots untouched
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace textgen::ops

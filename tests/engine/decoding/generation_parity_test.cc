@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/decoding/generator.h"
+#include "engine/decoding/generation.h"
 #include "engine/model/model.h"
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"
@@ -48,21 +48,23 @@ void CheckParity(const ParityCase& pc, bool use_cache) {
     std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
     CHECK(m.tokenizer().Encode(prompt, m.tokenizer().add_bos()) == prompt_ids);
 
-    GenerateOptions options;
+    DecodingOptions options;
     options.max_new_tokens = n_predict;
     options.use_cache = use_cache;
-    auto result = GenerateGreedy(m.llama(), *cache, prompt_ids, m.tokenizer().eos_id(), options);
+    auto result = Generate(m.llama(), m.tokenizer(), *cache, prompt_ids, options);
     REQUIRE(result.ok());
-    REQUIRE(result->ids == want);
+    REQUIRE(result->hypotheses.size() == 1);
+    const Hypothesis& h = result->hypotheses[0];
+    REQUIRE(h.ids == want);
     CHECK(FinishReasonName(result->finish_reason) == (rc["stop_type"] == "eos" ? "eos" : "length"));
     const auto& steps = rc["steps"];
     REQUIRE(steps.size() == want.size());
     for (size_t i = 0; i < want.size(); ++i) {
-      const double diff = std::abs(result->logprobs[i] - steps[i]["logprob"].get<double>());
+      const double diff = std::abs(h.logprobs[i] - steps[i]["logprob"].get<double>());
       max_logprob_diff = std::max(max_logprob_diff, diff);
       CHECK(diff < 1e-3);
     }
-    CHECK(m.tokenizer().Decode(result->ids) == rc["text"].get<std::string>());
+    CHECK(h.text == rc["text"].get<std::string>());
     checked_tokens += static_cast<int>(want.size());
   }
   CHECK(cache->num_free_blocks() == free_before);
@@ -94,13 +96,14 @@ TEST_CASE("generation rejects a prompt that does not fit the context", "[generat
   REQUIRE(model.ok());
   auto cache = MakeCache((*model)->config());
   std::vector<int32_t> prompt(500, 5);
-  GenerateOptions options;
+  DecodingOptions options;
   options.max_new_tokens = 20;
-  auto result = GenerateGreedy((*model)->llama(), *cache, prompt, 2, options);
+  Model& m = **model;
+  auto result = Generate(m.llama(), m.tokenizer(), *cache, prompt, options);
   REQUIRE(result.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(result.status().message()), Catch::Contains("512"));
   std::vector<int32_t> bad = {1, 99999};
-  auto bad_result = GenerateGreedy((*model)->llama(), *cache, bad, 2, options);
+  auto bad_result = Generate(m.llama(), m.tokenizer(), *cache, bad, options);
   REQUIRE(bad_result.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(bad_result.status().message()), Catch::Contains("99999"));
   CHECK(cache->num_free_blocks() == cache->num_total_blocks());

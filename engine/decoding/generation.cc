@@ -1,0 +1,368 @@
+#include "engine/decoding/generation.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "engine/ops/softmax.h"
+#include "engine/tokenizer/unicode.h"
+#include "engine/util/status_macros.h"
+
+namespace textgen {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+Generation::Generation(LlamaModel& model, const Tokenizer& tokenizer, KvCache& cache,
+                       std::vector<int32_t> prompt, const DecodingOptions& options, StreamSink sink)
+    : model_(model),
+      tok_(tokenizer),
+      cache_(cache),
+      prompt_(std::move(prompt)),
+      options_(options),
+      sink_(std::move(sink)),
+      n_vocab_(model.config().n_vocab),
+      n_ctx_(model.config().n_ctx),
+      block_size_(cache.block_size()),
+      keep_blocks_((options.n_keep + cache.block_size() - 1) / cache.block_size()),
+      detok_(tokenizer),
+      stop_(options.stop),
+      beam_detok_(tokenizer) {}
+
+Generation::~Generation() { FreeAll(); }
+
+absl::StatusOr<std::unique_ptr<Generation>> Generation::Create(
+    LlamaModel& model, const Tokenizer& tokenizer, KvCache& cache, std::vector<int32_t> prompt,
+    const DecodingOptions& options, StreamSink sink) {
+  const ModelConfig& c = model.config();
+  TG_RETURN_IF_ERROR(ValidateDecodingOptions(options, c.n_ctx, static_cast<int>(prompt.size())));
+  for (int32_t id : prompt) {
+    if (id < 0 || id >= c.n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt_ids: token id ", id, " is outside the vocabulary [0, ", c.n_vocab, ")"));
+    }
+  }
+  if (options.context_overflow == ContextOverflow::kSlide && 4 * cache.block_size() > c.n_ctx) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "context_overflow slide needs KV blocks of at most a quarter of the context (block size ",
+        cache.block_size(), ", context ", c.n_ctx, ")"));
+  }
+  auto g = std::unique_ptr<Generation>(
+      new Generation(model, tokenizer, cache, std::move(prompt), options, std::move(sink)));
+  g->start_ = Clock::now();
+  g->stats_.prompt_tokens = static_cast<int>(g->prompt_.size());
+  g->logprobs_.resize(c.n_vocab);
+  g->processed_.resize(c.n_vocab);
+  if (options.method == DecodingMethod::kBeam) {
+    BeamSearchOptions b = options.beam;
+    b.max_new_tokens = options.max_new_tokens;
+    b.eos_id = tokenizer.eos_id();
+    b.ignore_eos = options.ignore_eos;
+    g->beam_.emplace(b);
+    g->beam_logprobs_.resize(1);
+  } else if (options.method == DecodingMethod::kSample && options.sampling.temperature > 0) {
+    g->sampler_.emplace(options.sampling);
+  }
+  g->context_ = g->prompt_;
+  g->seqs_.resize(1);
+  g->seqs_[0].feed = g->prompt_;
+  g->window_.resize(1);
+  return g;
+}
+
+std::vector<int32_t> Generation::WindowTokens(const std::vector<int32_t>& gen) const {
+  std::vector<int32_t> full(prompt_);
+  full.insert(full.end(), gen.begin(), gen.end());
+  if (dropped_blocks_ == 0) return full;
+  const size_t keep = static_cast<size_t>(keep_blocks_) * block_size_;
+  const size_t drop = static_cast<size_t>(dropped_blocks_) * block_size_;
+  std::vector<int32_t> w(full.begin(), full.begin() + keep);
+  w.insert(w.end(), full.begin() + keep + drop, full.end());
+  return w;
+}
+
+absl::Status Generation::MaybeShift() {
+  const int64_t generated = beam_ ? beam_->steps() : static_cast<int64_t>(generated_.size());
+  // Tokens in context once this step's feed has run.
+  const int64_t ctx_after =
+      static_cast<int64_t>(prompt_.size()) + generated - int64_t{dropped_blocks_} * block_size_;
+  if (ctx_after <= n_ctx_) return absl::OkStatus();
+  if (options_.context_overflow == ContextOverflow::kError) {
+    Finish(FinishReason::kContextFull);  // only with stop_at_context_limit (else validated)
+    return absl::OkStatus();
+  }
+  const int drop = static_cast<int>((ctx_after - n_ctx_ + block_size_ - 1) / block_size_);
+  if (options_.use_cache) {
+    std::vector<BlockTable*> tables;
+    for (Seq& s : seqs_) tables.push_back(&s.table);
+    TG_RETURN_IF_ERROR(model_.ShiftContext(cache_, tables, keep_blocks_, drop));
+  }
+  dropped_blocks_ += drop;
+  ++stats_.context_shifts;
+  return absl::OkStatus();
+}
+
+absl::Status Generation::PrepareStep(std::vector<ForwardSeq>* seqs) {
+  if (done_) return absl::FailedPreconditionError("generation already finished");
+  if (cancelled_.load()) {
+    Finish(FinishReason::kCancelled);
+    return absl::OkStatus();
+  }
+  TG_RETURN_IF_ERROR(MaybeShift());
+  if (done_) return absl::OkStatus();
+  window_.resize(seqs_.size());
+  for (size_t i = 0; i < seqs_.size(); ++i) {
+    Seq& s = seqs_[i];
+    ForwardSeq fs;
+    fs.table = &s.table;
+    if (options_.use_cache) {
+      fs.tokens = s.feed;
+      fs.pos0 = s.table.num_tokens;  // positions equal slots, also after a shift
+    } else {
+      cache_.Free(s.table);
+      window_[i] = WindowTokens(beam_ ? beam_->running_ids(static_cast<int>(i)) : generated_);
+      fs.tokens = window_[i];
+      fs.pos0 = 0;
+    }
+    seqs->push_back(fs);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Generation::ConsumeStep(const float* logits) {
+  if (done_) return absl::FailedPreconditionError("generation already finished");
+  if (beam_) {
+    ConsumeBeams(logits);
+  } else {
+    ConsumeSingle(logits);
+  }
+  if (stats_.time_to_first_token_s == 0) stats_.time_to_first_token_s = SecondsSince(start_);
+  TrackBlocks();
+  return absl::OkStatus();
+}
+
+void Generation::ConsumeSingle(const float* logits) {
+  ops::LogSoftmax(logits, n_vocab_, logprobs_.data());  // the model's own distribution
+  int32_t id;
+  if (sampler_) {
+    id = sampler_->Sample(absl::MakeConstSpan(logits, n_vocab_), context_);
+  } else {
+    std::memcpy(processed_.data(), logits, n_vocab_ * sizeof(float));
+    if (options_.sampling.repetition_penalty != 1.0f) {
+      ApplyRepetitionPenalty(options_.sampling.repetition_penalty, context_,
+                             absl::MakeSpan(processed_));
+    }
+    id = static_cast<int32_t>(ops::ArgMax(processed_.data(), n_vocab_));
+  }
+  std::vector<TokenLogprob> top;
+  if (options_.top_logprobs > 0) top = TopLogprobs(logprobs_, options_.top_logprobs);
+  EmitSingle(id, logprobs_[id], std::move(top));
+
+  if (stop_.stopped()) {
+    Finish(FinishReason::kStopSequence);
+  } else if (id == tok_.eos_id() && !options_.ignore_eos) {
+    Finish(FinishReason::kEos);
+  } else if (static_cast<int>(generated_.size()) >= options_.max_new_tokens) {
+    Finish(FinishReason::kLength);
+  } else {
+    seqs_[0].feed.assign(1, id);
+  }
+}
+
+void Generation::EmitSingle(int32_t id, double logprob, std::vector<TokenLogprob> top) {
+  generated_.push_back(id);
+  context_.push_back(id);
+  generated_logprobs_.push_back(logprob);
+  GeneratedToken t{id, detok_.Add(id), logprob, std::move(top)};
+  StreamDelta delta;
+  delta.text = stop_.stopped() ? std::string() : stop_.Push(t.text);
+  text_ += delta.text;
+  tokens_.push_back(t);
+  delta.tokens.push_back(std::move(t));
+  if (sink_) sink_(delta);
+}
+
+void Generation::ConsumeBeams(const float* logits) {
+  const int n = static_cast<int>(seqs_.size());
+  rows_.resize(static_cast<size_t>(n) * n_vocab_);
+  std::vector<const double*> ptrs(n);
+  for (int i = 0; i < n; ++i) {
+    const float* row = logits + static_cast<size_t>(i) * n_vocab_;
+    if (options_.sampling.repetition_penalty != 1.0f) {
+      std::memcpy(processed_.data(), row, n_vocab_ * sizeof(float));
+      std::vector<int32_t> ctx(prompt_);
+      const auto& ids = beam_->running_ids(i);
+      ctx.insert(ctx.end(), ids.begin(), ids.end());
+      ApplyRepetitionPenalty(options_.sampling.repetition_penalty, ctx, absl::MakeSpan(processed_));
+      row = processed_.data();
+    }
+    ops::LogSoftmax(row, n_vocab_, &rows_[static_cast<size_t>(i) * n_vocab_]);
+    ptrs[i] = &rows_[static_cast<size_t>(i) * n_vocab_];
+  }
+  std::vector<BeamChoice> choices = beam_->Step(ptrs, n_vocab_);
+
+  // Children continue their parent's cache: the last child takes the parent's table, earlier
+  // ones fork it (shared blocks, copy-on-write later); parents without children are freed.
+  std::vector<int> remaining(n, 0);
+  for (const BeamChoice& c : choices) ++remaining[c.parent];
+  std::vector<Seq> next(choices.size());
+  std::vector<std::vector<double>> next_lp(choices.size());
+  for (size_t j = 0; j < choices.size(); ++j) {
+    const int p = choices[j].parent;
+    next_lp[j] = beam_logprobs_[p];
+    next_lp[j].push_back(rows_[static_cast<size_t>(p) * n_vocab_ + choices[j].token]);
+    if (--remaining[p] > 0) {
+      next[j].table = cache_.Fork(seqs_[p].table);
+    } else {
+      next[j].table = std::move(seqs_[p].table);
+    }
+    next[j].feed.assign(1, choices[j].token);
+  }
+  for (Seq& s : seqs_) cache_.Free(s.table);  // parents with no child (moved ones are empty)
+  seqs_ = std::move(next);
+  beam_logprobs_ = std::move(next_lp);
+  StreamCertainPrefix();
+  if (beam_->done()) {
+    beam_results_ = beam_->Results();
+    Finish(beam_results_.empty() || !beam_results_[0].eos ? FinishReason::kLength
+                                                          : FinishReason::kEos);
+  }
+}
+
+void Generation::StreamCertainPrefix() {
+  // Only the growth: the certain prefix never shrinks (see BeamSearch::CertainPrefix).
+  std::vector<int32_t> fresh = beam_->CertainPrefixFrom(static_cast<int>(streamed_));
+  if (fresh.empty() || beam_logprobs_.empty()) return;
+  StreamDelta delta;
+  for (size_t k = 0; k < fresh.size(); ++k) {
+    GeneratedToken t{fresh[k], beam_detok_.Add(fresh[k]), beam_logprobs_[0][streamed_ + k], {}};
+    delta.text += t.text;
+    beam_tokens_.push_back(t);
+    delta.tokens.push_back(std::move(t));
+  }
+  streamed_ += fresh.size();
+  if (sink_) sink_(delta);
+}
+
+void Generation::TrackBlocks() {
+  stats_.peak_kv_blocks = std::max(stats_.peak_kv_blocks, blocks_in_use());
+}
+
+int Generation::blocks_in_use() const {
+  absl::flat_hash_set<int32_t> blocks;
+  for (const Seq& s : seqs_) blocks.insert(s.table.blocks.begin(), s.table.blocks.end());
+  return static_cast<int>(blocks.size());
+}
+
+void Generation::Finish(FinishReason reason) {
+  if (done_) return;
+  done_ = true;
+  finish_ = reason;
+  StreamDelta delta;
+  if (beam_) {
+    if (beam_results_.empty()) {
+      // Ended early (cancelled / context full): the running beams as they stand, best first.
+      for (size_t i = 0; i < seqs_.size(); ++i) {
+        BeamHypothesis h;
+        h.ids = beam_->running_ids(static_cast<int>(i));
+        h.logprobs = beam_logprobs_[i];
+        h.cum_logprob = beam_->running_cum_logprob(static_cast<int>(i));
+        h.score = h.cum_logprob;
+        beam_results_.push_back(std::move(h));
+      }
+      std::stable_sort(beam_results_.begin(), beam_results_.end(),
+                       [](const auto& a, const auto& b) { return a.score > b.score; });
+    }
+    if (!beam_results_.empty()) {
+      // The rest of the best hypothesis beyond what was certain (and streamed) already.
+      const BeamHypothesis& best = beam_results_[0];
+      for (size_t k = streamed_; k < best.ids.size(); ++k) {
+        GeneratedToken t{best.ids[k], beam_detok_.Add(best.ids[k]), best.logprobs[k], {}};
+        delta.text += t.text;
+        beam_tokens_.push_back(t);
+        delta.tokens.push_back(std::move(t));
+      }
+      streamed_ = best.ids.size();
+    }
+    delta.text += beam_detok_.Flush();
+  } else if (!stop_.stopped()) {
+    delta.text = stop_.Push(detok_.Flush());
+    delta.text += stop_.Flush();
+    text_ += delta.text;
+  }
+  if (sink_ && (!delta.text.empty() || !delta.tokens.empty())) sink_(delta);
+  stats_.total_s = SecondsSince(start_);
+  FreeAll();
+}
+
+void Generation::Abort() { Finish(FinishReason::kCancelled); }
+
+void Generation::FreeAll() {
+  for (Seq& s : seqs_) cache_.Free(s.table);
+}
+
+GenerationResult Generation::TakeResult() {
+  GenerationResult r;
+  r.finish_reason = finish_;
+  if (beam_) {
+    const int n =
+        std::min<int>(options_.beam.num_return_sequences, static_cast<int>(beam_results_.size()));
+    for (int i = 0; i < n; ++i) {
+      BeamHypothesis& b = beam_results_[i];
+      Hypothesis h;
+      h.text = SanitizeUtf8(tok_.Decode(b.ids));
+      h.ids = std::move(b.ids);
+      h.logprobs = std::move(b.logprobs);
+      h.score = b.score;
+      h.cum_logprob = b.cum_logprob;
+      h.finish_reason = b.eos ? FinishReason::kEos
+                              : (finish_ == FinishReason::kEos ? FinishReason::kLength : finish_);
+      r.hypotheses.push_back(std::move(h));
+    }
+    r.tokens = std::move(beam_tokens_);
+  } else {
+    Hypothesis h;
+    h.ids = generated_;
+    h.logprobs = generated_logprobs_;
+    h.text = text_;
+    for (double lp : generated_logprobs_) h.cum_logprob += lp;
+    h.score = h.cum_logprob;
+    h.finish_reason = finish_;
+    r.hypotheses.push_back(std::move(h));
+    r.tokens = std::move(tokens_);
+  }
+  stats_.generated_tokens = r.hypotheses.empty() ? 0 : static_cast<int>(r.hypotheses[0].ids.size());
+  r.stats = stats_;
+  return r;
+}
+
+absl::StatusOr<GenerationResult> Generate(LlamaModel& model, const Tokenizer& tokenizer,
+                                          KvCache& cache, std::vector<int32_t> prompt,
+                                          const DecodingOptions& options, StreamSink sink) {
+  TG_ASSIGN_OR_RETURN(auto g, Generation::Create(model, tokenizer, cache, std::move(prompt),
+                                                 options, std::move(sink)));
+  std::vector<ForwardSeq> seqs;
+  std::vector<float> logits;
+  while (!g->done()) {
+    seqs.clear();
+    TG_RETURN_IF_ERROR(g->PrepareStep(&seqs));
+    if (g->done()) break;
+    absl::Status st = model.Forward(cache, absl::MakeSpan(seqs), &logits);
+    if (!st.ok()) {
+      g->Abort();
+      return st;
+    }
+    TG_RETURN_IF_ERROR(g->ConsumeStep(logits.data()));
+  }
+  return g->TakeResult();
+}
+
+}  // namespace textgen
