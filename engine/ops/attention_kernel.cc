@@ -10,9 +10,6 @@ namespace textgen::ops::internal {
 namespace {
 
 #if defined(__AVX512F__)
-// GCC -O2 does not fully unroll the short constant-count loops over register arrays below,
-// and then keeps the accumulators in memory (a load and store per FMA); force it.
-#define TG_UNROLL _Pragma("GCC unroll 16")
 
 // Up to 16 consecutive slots of one K^T tile: lane i is slot t + i, read at kt[d * bs + i].
 struct ScoreChunk {

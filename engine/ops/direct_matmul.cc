@@ -28,31 +28,41 @@ inline __m128 Reduce4(const __m512* a) {
 template <int MR, int NR>
 inline void Tile(const float* x, int64_t ldx, const float* w, int64_t in, float* y, int64_t ldy) {
   __m512 acc[MR][NR];
+  TG_UNROLL
   for (int r = 0; r < MR; ++r) {
+    TG_UNROLL
     for (int j = 0; j < NR; ++j) acc[r][j] = _mm512_setzero_ps();
   }
   int64_t k = 0;
   for (; k + 16 <= in; k += 16) {
     __m512 wv[NR];
+    TG_UNROLL
     for (int j = 0; j < NR; ++j) wv[j] = _mm512_loadu_ps(w + j * in + k);
+    TG_UNROLL
     for (int r = 0; r < MR; ++r) {
       const __m512 xv = _mm512_loadu_ps(x + r * ldx + k);
+      TG_UNROLL
       for (int j = 0; j < NR; ++j) acc[r][j] = _mm512_fmadd_ps(xv, wv[j], acc[r][j]);
     }
   }
   if (k < in) {
     const __mmask16 m = simd::TailMask(in - k);
     __m512 wv[NR];
+    TG_UNROLL
     for (int j = 0; j < NR; ++j) wv[j] = _mm512_maskz_loadu_ps(m, w + j * in + k);
+    TG_UNROLL
     for (int r = 0; r < MR; ++r) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + r * ldx + k);
+      TG_UNROLL
       for (int j = 0; j < NR; ++j) acc[r][j] = _mm512_fmadd_ps(xv, wv[j], acc[r][j]);
     }
   }
+  TG_UNROLL
   for (int r = 0; r < MR; ++r) {
     if constexpr (NR == 1) {
       y[r * ldy] = _mm512_reduce_add_ps(acc[r][0]);
     } else {
+      TG_UNROLL
       for (int j = 0; j < NR; j += 4) _mm_storeu_ps(y + r * ldy + j, Reduce4(&acc[r][j]));
     }
   }

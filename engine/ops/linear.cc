@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/ops/direct_matmul.h"
 #include "engine/ops/onednn_matmul.h"
+#include "engine/ops/threading.h"
 #include "engine/util/status_macros.h"
 
 namespace textgen::ops {
@@ -37,8 +38,8 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const float* w, int64_t o
 const MatmulKernel& Linear::Pick(int64_t n) const {
   if (direct_ == nullptr) return *onednn_;
   if (onednn_ == nullptr) return *direct_;
-  const bool small = out_ * in_ <= options_.direct_max_weight_elems;
-  return n <= options_.direct_max_rows && small ? *direct_ : *onednn_;
+  const bool direct_ok = out_ * in_ <= options_.direct_max_weight_elems || NumThreads() == 1;
+  return n <= options_.direct_max_rows && direct_ok ? *direct_ : *onednn_;
 }
 
 absl::Status Linear::Forward(const float* x, int64_t n, float* y) const {

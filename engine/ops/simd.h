@@ -20,6 +20,11 @@
 #pragma GCC diagnostic pop
 #endif
 
+// GCC -O2 does not fully unroll short constant-count loops over arrays of vector registers,
+// and then keeps the accumulators in memory (a load and a store per FMA). Kernels put this
+// before such loops to force the unrolling.
+#define TG_UNROLL _Pragma("GCC unroll 16")
+
 namespace textgen::ops::simd {
 
 #if defined(__AVX512F__)
