@@ -1,0 +1,125 @@
+// The engine facade: a loaded model, one KV cache, and a scheduler thread that advances every
+// active request in one batched forward pass per step (continuous batching: requests join and
+// leave at step boundaries). Free of gRPC: the server adapts GenerationSink to its streams.
+#ifndef TEXTGEN_ENGINE_SCHEDULER_ENGINE_H_
+#define TEXTGEN_ENGINE_SCHEDULER_ENGINE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/decoding/generation.h"
+#include "engine/kv_cache/kv_cache.h"
+#include "engine/model/model.h"
+
+namespace textgen {
+
+struct EngineOptions {
+  std::string model_path;
+  ModelOptions model;
+  int kv_block_size = 16;
+  // Pool size: kv_blocks if > 0, else as many blocks as fit in kv_cache_mib.
+  int kv_blocks = 0;
+  int64_t kv_cache_mib = 256;
+  // Requests waiting for admission; Submit beyond this fails with ResourceExhausted at once.
+  int max_queued_requests = 64;
+  // Requests advanced together per step.
+  int max_active_requests = 64;
+};
+
+// Receives one request's stream. Called on the scheduler thread: must return quickly and never
+// block on the engine (queue the data and hand it to another thread, as the gRPC reactor does).
+class GenerationSink {
+ public:
+  virtual ~GenerationSink() = default;
+  virtual void OnDelta(const StreamDelta& delta) = 0;
+  // Exactly once, after the last OnDelta. Cancelled requests end with a result whose
+  // finish_reason is kCancelled (or CancelledError if they never started).
+  virtual void OnDone(absl::StatusOr<GenerationResult> result) = 0;
+};
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;
+  DecodingOptions decoding;
+};
+
+struct EngineStats {
+  int kv_blocks_total = 0;
+  int kv_blocks_free = 0;
+  int queued = 0;
+  int active = 0;
+  int64_t steps = 0;
+};
+
+// Thread-safe: Submit, Cancel and Stats may be called from any thread.
+class Engine {
+ public:
+  // Loads the model, allocates the KV pool, starts the scheduler thread.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  // Stops the scheduler; requests still queued or running end with OnDone (cancelled).
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates the request (InvalidArgument naming the field), then queues it. ResourceExhausted
+  // at once when the queue is full or the request could never fit the KV pool. Returns the
+  // request id for Cancel.
+  absl::StatusOr<uint64_t> Submit(EngineRequest request, std::shared_ptr<GenerationSink> sink);
+  // Stops the request at the next step boundary (its blocks are freed then). Unknown or
+  // finished ids are ignored.
+  void Cancel(uint64_t id);
+
+  const Model& model() const { return *model_; }
+  EngineStats Stats() const;
+
+ private:
+  struct Pending {
+    uint64_t id;
+    EngineRequest request;
+    std::shared_ptr<GenerationSink> sink;
+  };
+  struct Active {
+    uint64_t id;
+    std::unique_ptr<Generation> generation;
+    std::shared_ptr<GenerationSink> sink;
+    size_t rows = 0;  // sequences it added to this step
+  };
+
+  Engine() = default;
+  void Loop();
+  // Moves queued requests into the active set while the pool can hold their prompts.
+  void Admit();
+  void Step();
+  // Blocks a request needs to start: its prompt for every beam it may fork into.
+  int BlocksToStart(const EngineRequest& r) const;
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<KvCache> cache_;
+  EngineOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, bool> cancelled_ ABSL_GUARDED_BY(mu_);  // id -> cancel asked
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  int active_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int kv_free_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Scheduler thread only.
+  std::vector<Active> active_;
+  std::vector<ForwardSeq> seqs_;
+  std::vector<float> logits_;
+  std::thread thread_;
+};
+
+}  // namespace textgen
+
+#endif  // TEXTGEN_ENGINE_SCHEDULER_ENGINE_H_
