@@ -160,8 +160,8 @@ double BeamSearch::Normalize(double cum, int len) const {
   return cum / std::pow(static_cast<double>(len), alpha_);
 }
 
-void BeamSearch::Offer(int32_t node, double cum, double score, bool eos) {
-  const FinishedHyp h{node, cum, score, next_seq_++, eos};
+void BeamSearch::Offer(int32_t node, double cum, double score, bool eos, bool stopped) {
+  const FinishedHyp h{node, cum, score, next_seq_++, eos, stopped};
   if (static_cast<int>(finished_.size()) < options_.num_beams) {
     finished_.push_back(h);
     return;
@@ -194,7 +194,8 @@ bool BeamSearch::IsDone() const {
   return Normalize(best_cum, len) <= worst;
 }
 
-std::vector<BeamChoice> BeamSearch::Step(absl::Span<const double* const> rows, int vocab) {
+std::vector<BeamChoice> BeamSearch::Step(absl::Span<const double* const> rows, int vocab,
+                                         const TerminalFn& terminal) {
   assert(!done_ && "BeamSearch::Step after done()");
   assert(static_cast<int>(rows.size()) == num_live());
   assert(vocab >= 1);
@@ -219,11 +220,14 @@ std::vector<BeamChoice> BeamSearch::Step(absl::Span<const double* const> rows, i
   for (size_t r = 0; r < top && static_cast<int>(next.size()) < beams; ++r) {
     const Candidate& c = cands[r];
     const int32_t parent_node = running_[static_cast<size_t>(c.beam)].node;
-    if (has_eos && c.token == options_.eos_id) {
+    const bool eos = has_eos && c.token == options_.eos_id;
+    // A terminal candidate ends its hypothesis exactly as EOS does, so the HF rules carry over.
+    const bool stopped = !eos && terminal && terminal(c.beam, c.token);
+    if (eos || stopped) {
       // EOS only finishes a hypothesis from the top B; below that it is dropped (HF).
       if (static_cast<int>(r) < beams) {
-        Offer(AddNode(parent_node, c.token, c.logprob), c.cum, Normalize(c.cum, new_len),
-              /*eos=*/true);
+        Offer(AddNode(parent_node, c.token, c.logprob), c.cum, Normalize(c.cum, new_len), eos,
+              stopped);
       }
       continue;
     }
@@ -240,7 +244,8 @@ std::vector<BeamChoice> BeamSearch::Step(absl::Span<const double* const> rows, i
     done_ = true;
   } else if (steps_ >= options_.max_new_tokens) {
     for (const Running& r : running_) {
-      Offer(r.node, r.cum, Normalize(r.cum, options_.max_new_tokens), /*eos=*/false);
+      Offer(r.node, r.cum, Normalize(r.cum, options_.max_new_tokens), /*eos=*/false,
+            /*stopped=*/false);
     }
     done_ = true;
   }
@@ -314,6 +319,7 @@ BeamHypothesis BeamSearch::MakeHypothesis(const FinishedHyp& f) const {
   h.score = f.score;
   h.cum_logprob = f.cum;
   h.eos = f.eos;
+  h.stopped = f.stopped;
   return h;
 }
 

@@ -7,7 +7,7 @@
 //   BeamSearch bs(options);                    // one live beam: the prompt
 //   while (!bs.done()) {
 //     rows[i] = log-softmax of beam i's next-token logits, i < bs.num_live()
-//     for (BeamChoice c : bs.Step(rows, vocab))  // fork beam c.parent's cache, feed c.token
+//     for (BeamChoice c : bs.Step(rows, vocab[, terminal]))  // fork c.parent's cache, feed c.token
 //     stream the growth of bs.CertainPrefix()
 //   }
 //   bs.Results();
@@ -15,6 +15,7 @@
 #define TEXTGEN_ENGINE_DECODING_BEAM_SEARCH_H_
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -49,8 +50,14 @@ struct BeamHypothesis {
   std::vector<double> logprobs;  // natural-log probability of each generated token
   double score = 0;              // cum_logprob / ids.size()^α (the ranking key)
   double cum_logprob = 0;        // sum of logprobs
-  bool eos = false;              // finish reason: true = eos, false = length
+  bool eos = false;              // finish reason: true = eos, false = length (or stopped)
+  bool stopped = false;          // ended on a token the terminal predicate flagged (see Step)
 };
+
+// Whether continuing running beam `beam` with `token` ends that hypothesis (e.g. the token
+// completes a stop sequence). Evaluated only for the top-2B candidates the step walks, so it
+// may be moderately expensive.
+using TerminalFn = std::function<bool(int beam, int32_t token)>;
 
 // Which running beam of the previous step each new running beam continues, and with what token.
 struct BeamChoice {
@@ -71,7 +78,14 @@ class BeamSearch {
   // beams not chosen as a parent are dropped. Updates the finished set and applies the stopping
   // rules; when this step finishes the request, returns {} (nothing left to run) and done()
   // becomes true. Must not be called once done().
-  std::vector<BeamChoice> Step(absl::Span<const double* const> rows, int vocab);
+  //
+  // `terminal` (optional) marks candidates that end their hypothesis the way EOS does: a
+  // terminal candidate of rank < num_beams among the step's top 2B is offered to the finished
+  // set with score cum / len^α (len counting the terminal token) and `stopped` set; one of rank
+  // >= num_beams is dropped; neither ever becomes a running beam. An EOS candidate is EOS
+  // whatever `terminal` says (it is not asked).
+  std::vector<BeamChoice> Step(absl::Span<const double* const> rows, int vocab,
+                               const TerminalFn& terminal = nullptr);
 
   bool done() const { return done_; }
   int steps() const { return steps_; }  // tokens generated so far by running beams
@@ -88,7 +102,8 @@ class BeamSearch {
   // Monotone (each call's result is a prefix of every later call's and of Results()[0].ids):
   // every member of the next step's set {running beams} ∪ {kept finished} extends a member of
   // this step's set — a new running beam extends its parent running beam, a newly finished
-  // hypothesis is a running beam plus EOS (or, at max_new_tokens, the running beam itself), and
+  // hypothesis is a running beam plus EOS or a terminal token (or, at max_new_tokens, the
+  // running beam itself), and
   // a kept finished hypothesis stays unchanged. So today's LCP is a common prefix of tomorrow's
   // set, hence a prefix of tomorrow's LCP; dropping a beam or evicting a finished hypothesis
   // only removes members, which can only lengthen the LCP. Once done, the best hypothesis is a
@@ -128,6 +143,7 @@ class BeamSearch {
     double score;
     int64_t seq;  // offer order: among equal scores the earlier offered ranks higher
     bool eos;
+    bool stopped;
   };
 
   int32_t AddNode(int32_t parent, int32_t token, double logprob);
@@ -136,7 +152,7 @@ class BeamSearch {
   int32_t CertainNode() const;
   void PathIds(int32_t node, int start, std::vector<int32_t>* ids) const;
   double Normalize(double cum, int len) const;
-  void Offer(int32_t node, double cum, double score, bool eos);
+  void Offer(int32_t node, double cum, double score, bool eos, bool stopped);
   // Indices of finished_ in rank order (score desc, then seq asc).
   std::vector<int> RankedFinished() const;
   BeamHypothesis MakeHypothesis(const FinishedHyp& f) const;

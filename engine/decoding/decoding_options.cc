@@ -37,9 +37,6 @@ absl::Status ValidateDecodingOptions(const DecodingOptions& o, int n_ctx, int pr
     BeamSearchOptions b = o.beam;
     b.max_new_tokens = o.max_new_tokens;
     TG_RETURN_IF_ERROR(ValidateBeamSearchOptions(b));
-    if (!o.stop.empty()) {
-      return absl::InvalidArgumentError("stop: stop sequences are not supported with beam search");
-    }
   }
   if (prompt_tokens < 1) return absl::InvalidArgumentError("prompt must hold at least one token");
   if (prompt_tokens >= n_ctx) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -37,11 +38,14 @@ Generation::Generation(LlamaModel& model, const Tokenizer& tokenizer, KvCache& c
       stop_(options.stop),
       beam_detok_(tokenizer) {}
 
-Generation::~Generation() { FreeAll(); }
+Generation::~Generation() {
+  FreeAll();
+  cache_.Free(kept_);
+}
 
 absl::StatusOr<std::unique_ptr<Generation>> Generation::Create(
     LlamaModel& model, const Tokenizer& tokenizer, KvCache& cache, std::vector<int32_t> prompt,
-    const DecodingOptions& options, StreamSink sink) {
+    const DecodingOptions& options, StreamSink sink, BlockTable* cached) {
   const ModelConfig& c = model.config();
   TG_RETURN_IF_ERROR(ValidateDecodingOptions(options, c.n_ctx, static_cast<int>(prompt.size())));
   for (int32_t id : prompt) {
@@ -68,12 +72,30 @@ absl::StatusOr<std::unique_ptr<Generation>> Generation::Create(
     b.ignore_eos = options.ignore_eos;
     g->beam_.emplace(b);
     g->beam_logprobs_.resize(1);
+    for (const std::string& st : options.stop) {
+      if (st.empty()) continue;
+      g->has_stops_ = true;
+      g->stop_tail_bytes_ = std::max(g->stop_tail_bytes_, st.size() - 1);
+    }
+    g->beam_tails_.resize(1);
   } else if (options.method == DecodingMethod::kSample && options.sampling.temperature > 0) {
     g->sampler_.emplace(options.sampling);
   }
   g->context_ = g->prompt_;
   g->seqs_.resize(1);
   g->seqs_[0].feed = g->prompt_;
+  if (cached != nullptr && !cached->empty()) {
+    // At least the last prompt token must run to produce logits.
+    const int reusable = std::min<int>(cached->num_tokens, static_cast<int>(g->prompt_.size()) - 1);
+    if (options.use_cache && reusable > 0) {
+      if (reusable < cached->num_tokens) cache.Truncate(*cached, reusable);
+      g->seqs_[0].feed.assign(g->prompt_.begin() + reusable, g->prompt_.end());
+      g->seqs_[0].table = std::move(*cached);
+      g->stats_.cached_tokens = reusable;
+    } else {
+      cache.Free(*cached);
+    }
+  }
   g->window_.resize(1);
   return g;
 }
@@ -207,7 +229,18 @@ void Generation::ConsumeBeams(const float* logits) {
     ops::LogSoftmax(row, n_vocab_, &rows_[static_cast<size_t>(i) * n_vocab_]);
     ptrs[i] = &rows_[static_cast<size_t>(i) * n_vocab_];
   }
-  std::vector<BeamChoice> choices = beam_->Step(ptrs, n_vocab_);
+  TerminalFn terminal;
+  if (has_stops_) {
+    terminal = [this](int beam, int32_t token) { return BeamEndsInStop(beam, token); };
+  }
+  std::vector<BeamChoice> choices = beam_->Step(ptrs, n_vocab_, terminal);
+  if (choices.empty() && keep_cache_ && !seqs_.empty() && dropped_blocks_ == 0) {
+    // The search is over and every beam is about to be dropped: keep one table for the
+    // session's next turn (its prompt part is common to all beams; see Finish).
+    kept_ = std::move(seqs_[0].table);
+    const int prompt_len = static_cast<int>(prompt_.size());
+    if (kept_.num_tokens > prompt_len) cache_.Truncate(kept_, prompt_len);
+  }
 
   // Children continue their parent's cache: the last child takes the parent's table, earlier
   // ones fork it (shared blocks, copy-on-write later); parents without children are freed.
@@ -215,8 +248,15 @@ void Generation::ConsumeBeams(const float* logits) {
   for (const BeamChoice& c : choices) ++remaining[c.parent];
   std::vector<Seq> next(choices.size());
   std::vector<std::vector<double>> next_lp(choices.size());
+  std::vector<std::string> next_tails(has_stops_ ? choices.size() : 0);
   for (size_t j = 0; j < choices.size(); ++j) {
     const int p = choices[j].parent;
+    if (has_stops_) {
+      std::string& t = next_tails[j];
+      t = beam_tails_[p];
+      t.append(tok_.TokenBytes(choices[j].token));
+      if (t.size() > stop_tail_bytes_) t.erase(0, t.size() - stop_tail_bytes_);
+    }
     next_lp[j] = beam_logprobs_[p];
     next_lp[j].push_back(rows_[static_cast<size_t>(p) * n_vocab_ + choices[j].token]);
     if (--remaining[p] > 0) {
@@ -229,12 +269,34 @@ void Generation::ConsumeBeams(const float* logits) {
   for (Seq& s : seqs_) cache_.Free(s.table);  // parents with no child (moved ones are empty)
   seqs_ = std::move(next);
   beam_logprobs_ = std::move(next_lp);
+  beam_tails_ = std::move(next_tails);
   StreamCertainPrefix();
   if (beam_->done()) {
     beam_results_ = beam_->Results();
-    Finish(beam_results_.empty() || !beam_results_[0].eos ? FinishReason::kLength
-                                                          : FinishReason::kEos);
+    FinishReason reason = FinishReason::kLength;
+    if (!beam_results_.empty() && beam_results_[0].eos) reason = FinishReason::kEos;
+    if (!beam_results_.empty() && beam_results_[0].stopped) reason = FinishReason::kStopSequence;
+    Finish(reason);
   }
+}
+
+bool Generation::BeamEndsInStop(int beam, int32_t token) const {
+  // Running beams never contain a stop (the candidate that completed one was terminal), so any
+  // match here ends in the new token and starts within the kept tail.
+  std::string text = beam_tails_[static_cast<size_t>(beam)];
+  text.append(tok_.TokenBytes(token));
+  for (const std::string& st : options_.stop) {
+    if (!st.empty() && text.find(st) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string Generation::CutAtStop(const std::string& text) const {
+  // The same matcher as the stream, so a stopped best hypothesis' text equals what was streamed.
+  StopMatcher m(options_.stop);
+  std::string out = m.Push(text);
+  if (!m.stopped()) out += m.Flush();
+  return out;
 }
 
 void Generation::StreamCertainPrefix() {
@@ -242,13 +304,17 @@ void Generation::StreamCertainPrefix() {
   std::vector<int32_t> fresh = beam_->CertainPrefixFrom(static_cast<int>(streamed_));
   if (fresh.empty() || beam_logprobs_.empty()) return;
   StreamDelta delta;
+  std::string text;
   for (size_t k = 0; k < fresh.size(); ++k) {
     GeneratedToken t{fresh[k], beam_detok_.Add(fresh[k]), beam_logprobs_[0][streamed_ + k], {}};
-    delta.text += t.text;
+    text += t.text;
     beam_tokens_.push_back(t);
     delta.tokens.push_back(std::move(t));
   }
   streamed_ += fresh.size();
+  // Text that may still turn into a stop string is held back, so the stream never shows stop
+  // text even though the certain prefix can end in the best hypothesis' stop-completing token.
+  if (!stop_.stopped()) delta.text = stop_.Push(text);
   if (sink_) sink_(delta);
 }
 
@@ -281,18 +347,23 @@ void Generation::Finish(FinishReason reason) {
       std::stable_sort(beam_results_.begin(), beam_results_.end(),
                        [](const auto& a, const auto& b) { return a.score > b.score; });
     }
+    std::string text;
     if (!beam_results_.empty()) {
       // The rest of the best hypothesis beyond what was certain (and streamed) already.
       const BeamHypothesis& best = beam_results_[0];
       for (size_t k = streamed_; k < best.ids.size(); ++k) {
         GeneratedToken t{best.ids[k], beam_detok_.Add(best.ids[k]), best.logprobs[k], {}};
-        delta.text += t.text;
+        text += t.text;
         beam_tokens_.push_back(t);
         delta.tokens.push_back(std::move(t));
       }
       streamed_ = best.ids.size();
     }
-    delta.text += beam_detok_.Flush();
+    text += beam_detok_.Flush();
+    if (!stop_.stopped()) {
+      delta.text = stop_.Push(text);
+      delta.text += stop_.Flush();  // "" once stopped
+    }
   } else if (!stop_.stopped()) {
     delta.text = stop_.Push(detok_.Flush());
     delta.text += stop_.Flush();
@@ -300,6 +371,14 @@ void Generation::Finish(FinishReason reason) {
   }
   if (sink_ && (!delta.text.empty() || !delta.tokens.empty())) sink_(delta);
   stats_.total_s = SecondsSince(start_);
+  // A slid window no longer lines up with the conversation's tokens: nothing to keep then.
+  if (keep_cache_ && kept_.empty() && dropped_blocks_ == 0 && !seqs_.empty() &&
+      !seqs_[0].table.empty()) {
+    kept_ = std::move(seqs_[0].table);
+    const int prompt_len = static_cast<int>(prompt_.size());
+    // A running beam's history need not be the best hypothesis; the prompt is common to all.
+    if (beam_ && kept_.num_tokens > prompt_len) cache_.Truncate(kept_, prompt_len);
+  }
   FreeAll();
 }
 
@@ -319,12 +398,22 @@ GenerationResult Generation::TakeResult() {
       BeamHypothesis& b = beam_results_[i];
       Hypothesis h;
       h.text = SanitizeUtf8(tok_.Decode(b.ids));
+      if (b.stopped) h.text = CutAtStop(h.text);
       h.ids = std::move(b.ids);
       h.logprobs = std::move(b.logprobs);
       h.score = b.score;
       h.cum_logprob = b.cum_logprob;
-      h.finish_reason = b.eos ? FinishReason::kEos
-                              : (finish_ == FinishReason::kEos ? FinishReason::kLength : finish_);
+      // A hypothesis that neither hit EOS nor stopped ran to the length limit, unless the
+      // request ended early (cancelled / context full), which then applies to it.
+      if (b.eos) {
+        h.finish_reason = FinishReason::kEos;
+      } else if (b.stopped) {
+        h.finish_reason = FinishReason::kStopSequence;
+      } else if (finish_ == FinishReason::kEos || finish_ == FinishReason::kStopSequence) {
+        h.finish_reason = FinishReason::kLength;
+      } else {
+        h.finish_reason = finish_;
+      }
       r.hypotheses.push_back(std::move(h));
     }
     r.tokens = std::move(beam_tokens_);

@@ -1,9 +1,11 @@
 #include "engine/scheduler/engine.h"
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/util/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -42,26 +44,112 @@ Engine::~Engine() {
   if (thread_.joinable()) thread_.join();
 }
 
-int Engine::BlocksToStart(const EngineRequest& r) const {
+int Engine::BlocksToStart(int prompt_tokens, const DecodingOptions& d) const {
   const int bs = cache_->block_size();
   // The prompt's blocks are shared by all beams; each beam may copy the partial last block.
-  const int beams = r.decoding.method == DecodingMethod::kBeam ? r.decoding.beam.num_beams : 1;
-  return (static_cast<int>(r.prompt.size()) + bs) / bs + beams;
+  const int beams = d.method == DecodingMethod::kBeam ? d.beam.num_beams : 1;
+  return (prompt_tokens + bs) / bs + beams;
+}
+
+namespace {
+
+bool IsSessionId(const std::string& id) {
+  if (id.size() != 32) return false;
+  for (char ch : id) {
+    if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
+  }
+  return true;
+}
+
+std::string RandomSessionId() {
+  // 128 bits from the OS entropy source: ids must not be guessable.
+  std::random_device rd;
+  std::string id;
+  for (int i = 0; i < 4; ++i) id += absl::StrFormat("%08x", rd());
+  return id;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Engine::CreateSession(const std::string& requested_id) {
+  if (!requested_id.empty() && !IsSessionId(requested_id)) {
+    return absl::InvalidArgumentError(
+        "session_id must be 32 lowercase hex characters (128 random bits)");
+  }
+  absl::MutexLock lock(&mu_);
+  if (static_cast<int>(sessions_.size()) >= options_.max_sessions) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("session limit reached (", options_.max_sessions, ")"));
+  }
+  std::string id = requested_id.empty() ? RandomSessionId() : requested_id;
+  if (sessions_.contains(id)) {
+    return absl::AlreadyExistsError(absl::StrCat("session ", id, " already exists"));
+  }
+  auto session = std::make_shared<SessionState>();
+  session->id = id;
+  session->last_used = absl::Now();
+  sessions_[id] = std::move(session);
+  return id;
+}
+
+absl::Status Engine::DeleteSession(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("unknown session ", id));
+  it->second->deleted = true;
+  retired_.push_back(std::move(it->second));
+  sessions_.erase(it);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
                                         std::shared_ptr<GenerationSink> sink) {
   if (sink == nullptr) return absl::InvalidArgumentError("Submit: null sink");
+  if (request.prompt_text.has_value() == !request.prompt_ids.empty()) {
+    return absl::InvalidArgumentError("exactly one of prompt and prompt_ids must be given");
+  }
   const ModelConfig& c = model_->config();
-  TG_RETURN_IF_ERROR(
-      ValidateDecodingOptions(request.decoding, c.n_ctx, static_cast<int>(request.prompt.size())));
-  for (int32_t id : request.prompt) {
+  const Tokenizer& tok = model_->tokenizer();
+  for (int32_t id : request.prompt_ids) {
     if (id < 0 || id >= c.n_vocab) {
       return absl::InvalidArgumentError(absl::StrCat(
           "prompt_ids: token id ", id, " is outside the vocabulary [0, ", c.n_vocab, ")"));
     }
   }
-  if (BlocksToStart(request) > cache_->num_total_blocks()) {
+  std::shared_ptr<SessionState> session;
+  std::vector<int32_t> prompt;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("the engine is shutting down");
+    if (!request.session_id.empty()) {
+      auto it = sessions_.find(request.session_id);
+      if (it == sessions_.end()) {
+        return absl::NotFoundError(absl::StrCat("unknown or expired session ", request.session_id));
+      }
+      if (it->second->busy) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("session ", request.session_id, " already has a request running"));
+      }
+      session = it->second;
+      prompt = session->tokens;
+    }
+  }
+  if (request.prompt_text.has_value()) {
+    // BOS starts a document: only on a conversation's first turn, unless asked explicitly.
+    const bool bos = request.add_bos.value_or(tok.add_bos() && prompt.empty());
+    std::vector<int32_t> ids = tok.Encode(*request.prompt_text, bos);
+    prompt.insert(prompt.end(), ids.begin(), ids.end());
+  } else {
+    prompt.insert(prompt.end(), request.prompt_ids.begin(), request.prompt_ids.end());
+  }
+  if (session != nullptr && request.decoding.context_overflow == ContextOverflow::kSlide) {
+    return absl::InvalidArgumentError(
+        "context_overflow: slide is not supported within a session yet");
+  }
+  TG_RETURN_IF_ERROR(
+      ValidateDecodingOptions(request.decoding, c.n_ctx, static_cast<int>(prompt.size())));
+  if (BlocksToStart(static_cast<int>(prompt.size()), request.decoding) >
+      cache_->num_total_blocks()) {
     return absl::ResourceExhaustedError(absl::StrCat("the KV cache (", cache_->num_total_blocks(),
                                                      " blocks of ", cache_->block_size(),
                                                      " tokens) cannot hold this request's prompt"));
@@ -72,8 +160,21 @@ absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
     return absl::ResourceExhaustedError(absl::StrCat(
         "request queue full (", options_.max_queued_requests, " waiting); retry later"));
   }
+  if (session != nullptr) {
+    // Re-check under the same lock that claims it: another request may have raced us.
+    if (session->deleted) {
+      return absl::NotFoundError(absl::StrCat("unknown or expired session ", session->id));
+    }
+    if (session->busy) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("session ", session->id, " already has a request running"));
+    }
+    session->busy = true;
+    session->last_used = absl::Now();
+  }
   const uint64_t id = next_id_++;
-  queue_.push_back(Pending{id, std::move(request), std::move(sink)});
+  queue_.push_back(Pending{id, std::move(prompt), std::move(request.decoding), std::move(session),
+                           std::move(sink)});
   cancelled_[id] = false;
   return id;
 }
@@ -91,6 +192,7 @@ EngineStats Engine::Stats() const {
   s.kv_blocks_free = kv_free_;
   s.queued = static_cast<int>(queue_.size());
   s.active = active_count_;
+  s.sessions = static_cast<int>(sessions_.size());
   s.steps = steps_;
   return s;
 }
@@ -99,17 +201,18 @@ void Engine::Loop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      // Sleep until there is work or a stop; nothing to do while idle.
+      // Sleep until there is work or a stop; wake now and then to expire idle sessions.
       auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !queue_.empty() || !active_.empty();
+        return stopping_ || !queue_.empty() || !active_.empty() || !retired_.empty();
       };
-      mu_.Await(absl::Condition(&has_work));
+      mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
       if (stopping_) break;
     }
+    CollectSessions();
     Admit();
-    Step();
+    if (!active_.empty()) Step();
   }
-  // Shutdown: everything in flight ends as cancelled.
+  // Shutdown: everything in flight ends as cancelled; sessions' blocks are freed.
   std::deque<Pending> queued;
   {
     absl::MutexLock lock(&mu_);
@@ -118,59 +221,157 @@ void Engine::Loop() {
   for (Pending& p : queued) p.sink->OnDone(absl::CancelledError("the engine shut down"));
   for (Active& a : active_) {
     a.generation->Abort();
-    a.sink->OnDone(a.generation->TakeResult());
+    absl::StatusOr<GenerationResult> r = a.generation->TakeResult();
+    ReturnSession(a, r);
+    a.sink->OnDone(std::move(r));
   }
   active_.clear();
+  std::vector<std::shared_ptr<SessionState>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, session] : sessions_) all.push_back(session);
+    for (auto& session : retired_) all.push_back(session);
+    retired_.clear();
+  }
+  for (auto& session : all) cache_->Free(session->table);
+}
+
+void Engine::CollectSessions() {
+  std::vector<std::shared_ptr<SessionState>> gone;
+  {
+    absl::MutexLock lock(&mu_);
+    gone.swap(retired_);
+    const absl::Time now = absl::Now();
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      auto current = it++;
+      SessionState& s = *current->second;
+      if (!s.busy && now - s.last_used > options_.session_ttl) {
+        s.deleted = true;
+        gone.push_back(std::move(current->second));
+        sessions_.erase(current);
+      }
+    }
+  }
+  // A busy deleted session still lends its table to a running request; Complete frees it.
+  for (auto& session : gone) cache_->Free(session->table);
+  if (!gone.empty()) {
+    absl::MutexLock lock(&mu_);
+    kv_free_ = cache_->num_free_blocks();
+  }
+}
+
+bool Engine::EvictIdleSession() {
+  std::shared_ptr<SessionState> victim;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, session] : sessions_) {
+      if (session->busy || session->table.empty()) continue;
+      if (victim == nullptr || session->last_used < victim->last_used) victim = session;
+    }
+  }
+  if (victim == nullptr) return false;
+  // Its tokens stay; the next turn recomputes their K/V.
+  cache_->Free(victim->table);
+  spdlog::debug("evicted the KV blocks of idle session {}", victim->id);
+  return true;
+}
+
+void Engine::ReturnSession(Active& a, const absl::StatusOr<GenerationResult>& result) {
+  if (a.session == nullptr) return;
+  BlockTable kept = a.generation->ReleaseCache();
+  std::vector<int32_t> tokens;
+  bool deleted = false;
+  {
+    absl::MutexLock lock(&mu_);
+    SessionState& s = *a.session;
+    if (result.ok() && !result->hypotheses.empty()) {
+      // The conversation now holds the prompt and the best answer.
+      s.tokens = a.prompt;
+      const auto& ids = result->hypotheses[0].ids;
+      s.tokens.insert(s.tokens.end(), ids.begin(), ids.end());
+    }
+    tokens = s.tokens;
+    deleted = s.deleted;
+  }
+  // The cache lacks the answer's last token (never fed) or, after beam search, the whole
+  // answer: run it now so that the next turn prefills only its new tokens.
+  if (!deleted && !kept.empty() && kept.num_tokens < static_cast<int>(tokens.size()) &&
+      static_cast<int>(tokens.size()) <= model_->config().n_ctx) {
+    ForwardSeq fs;
+    fs.tokens = absl::MakeConstSpan(tokens).subspan(kept.num_tokens);
+    fs.table = &kept;
+    fs.pos0 = kept.num_tokens;
+    std::vector<float> ignored;
+    if (!model_->llama().Forward(*cache_, absl::MakeSpan(&fs, 1), &ignored).ok()) {
+      cache_->Free(kept);  // no room now: the next turn recomputes
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    SessionState& s = *a.session;
+    s.busy = false;
+    s.last_used = absl::Now();
+    deleted = s.deleted;
+    if (!deleted) s.table = std::move(kept);
+  }
+  if (deleted) cache_->Free(kept);
 }
 
 void Engine::Admit() {
-  // Blocks already promised to admitted requests' next steps are not known exactly; admit
-  // while the free pool covers the newcomer's prompt plus one block per active sequence.
   while (static_cast<int>(active_.size()) < options_.max_active_requests) {
     Pending p;
+    bool cancelled = false;
     {
       absl::MutexLock lock(&mu_);
       if (queue_.empty()) return;
       Pending& front = queue_.front();
-      if (cancelled_[front.id]) {
-        p = std::move(front);
-        queue_.pop_front();
-        cancelled_.erase(p.id);
-      } else {
+      cancelled = cancelled_[front.id];
+      if (!cancelled) {
         int reserve = 0;
         for (const Active& a : active_) reserve += static_cast<int>(a.rows) + 1;
-        if (BlocksToStart(front.request) + reserve > cache_->num_free_blocks() &&
-            !active_.empty()) {
+        const int need = BlocksToStart(static_cast<int>(front.prompt.size()), front.decoding);
+        if (need + reserve > cache_->num_free_blocks() && !active_.empty()) {
+          mu_.Unlock();
+          const bool evicted = EvictIdleSession();
+          mu_.Lock();
+          if (evicted) continue;
           return;  // wait for running requests to free blocks (FIFO: no overtaking)
         }
-        p = std::move(front);
-        queue_.pop_front();
+      }
+      p = std::move(queue_.front());
+      queue_.pop_front();
+      if (cancelled) {
+        cancelled_.erase(p.id);
+      } else {
         ++active_count_;
       }
     }
-    bool was_cancelled = false;
-    {
-      absl::MutexLock lock(&mu_);
-      was_cancelled = cancelled_.find(p.id) == cancelled_.end();
-    }
-    if (was_cancelled) {
+    if (cancelled) {
+      if (p.session != nullptr) {
+        absl::MutexLock lock(&mu_);
+        p.session->busy = false;
+      }
       p.sink->OnDone(absl::CancelledError("cancelled before it started"));
       continue;
     }
     std::shared_ptr<GenerationSink> sink = p.sink;
-    auto g = Generation::Create(model_->llama(), model_->tokenizer(), *cache_,
-                                std::move(p.request.prompt), p.request.decoding,
-                                [sink](const StreamDelta& d) { sink->OnDelta(d); });
+    BlockTable* cached = p.session != nullptr ? &p.session->table : nullptr;
+    auto g = Generation::Create(
+        model_->llama(), model_->tokenizer(), *cache_, p.prompt, p.decoding,
+        [sink](const StreamDelta& d) { sink->OnDelta(d); }, cached);
     if (!g.ok()) {
       {
         absl::MutexLock lock(&mu_);
         --active_count_;
         cancelled_.erase(p.id);
+        if (p.session != nullptr) p.session->busy = false;
       }
       sink->OnDone(g.status());
       continue;
     }
-    active_.push_back(Active{p.id, std::move(g).value(), std::move(sink), 0});
+    if (p.session != nullptr) (*g)->KeepCacheForNextTurn();
+    active_.push_back(Active{p.id, std::move(g).value(), std::move(p.session), std::move(p.prompt),
+                             std::move(sink), 0});
   }
 }
 
@@ -196,14 +397,16 @@ void Engine::Step() {
   if (!seqs_.empty()) {
     absl::Status st = model_->llama().Forward(*cache_, absl::MakeSpan(seqs_), &logits_);
     if (!st.ok()) {
-      // The pool cannot hold this step: the newest request gives way (its blocks are freed
-      // and it ends with the error) so that the older ones can go on.
+      // Forward changed nothing. Make room: first idle sessions' blocks, else the newest
+      // request gives way (it ends with the error) so that the older ones can go on.
+      if (st.code() == absl::StatusCode::kResourceExhausted && EvictIdleSession()) return;
       spdlog::warn("step failed ({}); ending the newest request", st.ToString());
       for (auto it = active_.rbegin(); it != active_.rend(); ++it) {
         if (!it->generation->done()) {
           it->generation->Abort();
           Active victim = std::move(*it);
           active_.erase(std::next(it).base());
+          ReturnSession(victim, st);
           {
             absl::MutexLock lock(&mu_);
             --active_count_;
@@ -235,6 +438,13 @@ void Engine::Step() {
       ++it;
     }
   }
+  // Settle sessions and counters before telling the clients, so that what they see next
+  // (e.g. Stats) already reflects the end of their request.
+  std::vector<absl::StatusOr<GenerationResult>> results;
+  for (Active& a : done) {
+    results.push_back(a.generation->TakeResult());
+    ReturnSession(a, results.back());
+  }
   {
     absl::MutexLock lock(&mu_);
     ++steps_;
@@ -242,7 +452,7 @@ void Engine::Step() {
     for (const Active& a : done) cancelled_.erase(a.id);
     kv_free_ = cache_->num_free_blocks();
   }
-  for (Active& a : done) a.sink->OnDone(a.generation->TakeResult());
+  for (size_t i = 0; i < done.size(); ++i) done[i].sink->OnDone(std::move(results[i]));
 }
 
 }  // namespace textgen

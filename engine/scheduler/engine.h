@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "engine/decoding/generation.h"
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/model.h"
@@ -32,6 +34,10 @@ struct EngineOptions {
   int max_queued_requests = 64;
   // Requests advanced together per step.
   int max_active_requests = 64;
+  // Conversations kept at once; CreateSession beyond it fails with ResourceExhausted.
+  int max_sessions = 1024;
+  // A session unused this long is deleted (its blocks freed).
+  absl::Duration session_ttl = absl::Minutes(10);
 };
 
 // Receives one request's stream. Called on the scheduler thread: must return quickly and never
@@ -46,7 +52,16 @@ class GenerationSink {
 };
 
 struct EngineRequest {
-  std::vector<int32_t> prompt;
+  // Exactly one of prompt_ids / prompt_text (InvalidArgument otherwise).
+  std::vector<int32_t> prompt_ids;
+  std::optional<std::string> prompt_text;
+  // prompt_text only. Unset: the model's default on a conversation's first turn (or without a
+  // session), never on later turns (BOS starts a document, not a message).
+  std::optional<bool> add_bos;
+  // Continue this session: the prompt is appended to its tokens; the generated answer (the best
+  // hypothesis) becomes part of it. NotFound if unknown or expired, FailedPrecondition if the
+  // session already has a request running.
+  std::string session_id;
   DecodingOptions decoding;
 };
 
@@ -55,6 +70,7 @@ struct EngineStats {
   int kv_blocks_free = 0;
   int queued = 0;
   int active = 0;
+  int sessions = 0;
   int64_t steps = 0;
 };
 
@@ -76,18 +92,40 @@ class Engine {
   // finished ids are ignored.
   void Cancel(uint64_t id);
 
+  // A new conversation. `requested_id` empty: a fresh unguessable id (128 random bits as 32
+  // lowercase hex characters). Otherwise that id, which must have the same form
+  // (InvalidArgument) and be unused (AlreadyExists). ResourceExhausted at max_sessions.
+  absl::StatusOr<std::string> CreateSession(const std::string& requested_id = "");
+  // Frees the session's tokens and KV blocks at once (after its running request, if any).
+  // NotFound if unknown.
+  absl::Status DeleteSession(const std::string& id);
+
   const Model& model() const { return *model_; }
   EngineStats Stats() const;
 
  private:
+  // A conversation. `tokens` and `busy` are guarded by mu_; `table` (the KV of
+  // tokens[0, table.num_tokens)) belongs to the scheduler thread.
+  struct SessionState {
+    std::string id;
+    std::vector<int32_t> tokens;
+    BlockTable table;
+    bool busy = false;
+    bool deleted = false;
+    absl::Time last_used;
+  };
   struct Pending {
     uint64_t id;
-    EngineRequest request;
+    std::vector<int32_t> prompt;  // the whole conversation for session requests
+    DecodingOptions decoding;
+    std::shared_ptr<SessionState> session;
     std::shared_ptr<GenerationSink> sink;
   };
   struct Active {
     uint64_t id;
     std::unique_ptr<Generation> generation;
+    std::shared_ptr<SessionState> session;
+    std::vector<int32_t> prompt;
     std::shared_ptr<GenerationSink> sink;
     size_t rows = 0;  // sequences it added to this step
   };
@@ -98,7 +136,14 @@ class Engine {
   void Admit();
   void Step();
   // Blocks a request needs to start: its prompt for every beam it may fork into.
-  int BlocksToStart(const EngineRequest& r) const;
+  int BlocksToStart(int prompt_tokens, const DecodingOptions& d) const;
+  // Hands a finished request's conversation and KV cache back to its session, if any.
+  void ReturnSession(Active& a, const absl::StatusOr<GenerationResult>& result);
+  // Scheduler thread: frees blocks of deleted and expired sessions.
+  void CollectSessions();
+  // Scheduler thread: frees the least recently used idle session's blocks (its tokens stay and
+  // are recomputed on its next turn). False if there is none.
+  bool EvictIdleSession();
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvCache> cache_;
@@ -112,6 +157,9 @@ class Engine {
   int active_count_ ABSL_GUARDED_BY(mu_) = 0;
   int kv_free_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, std::shared_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);
+  // Sessions removed from sessions_ whose blocks the scheduler has yet to free.
+  std::vector<std::shared_ptr<SessionState>> retired_ ABSL_GUARDED_BY(mu_);
 
   // Scheduler thread only.
   std::vector<Active> active_;

@@ -120,6 +120,18 @@ TEST_CASE("textgen-run beam search prints hypotheses", "[cli]") {
   CHECK(j["hypotheses"][0]["score"].get<double>() >= j["hypotheses"][2]["score"].get<double>());
 }
 
+TEST_CASE("textgen-run beam search with a stop string", "[cli]") {
+  RunResult r =
+      Run("--model " + Quote(testing::ModelPath("stories260K.gguf")) +
+          " --prompt 'Once upon a time' --max-new-tokens 60 --beams 4 --stop mommy --json");
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["finish_reason"] == "stop_sequence");
+  CHECK(j["text"].get<std::string>().find("mommy") == std::string::npos);
+  CHECK(j["text"] == j["hypotheses"][0]["text"]);
+  CHECK(j["hypotheses"][0]["finish_reason"] == "stop_sequence");
+}
+
 TEST_CASE("textgen-run sampling, stop strings, top logprobs and the sliding window", "[cli]") {
   const std::string model = "--model " + Quote(testing::ModelPath("TinyStories-656K-F32.gguf"));
   const std::string sample =

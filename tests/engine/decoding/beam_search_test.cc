@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace textgen {
@@ -19,6 +20,8 @@ namespace {
 using Row = std::vector<double>;
 // A toy "model": the next-token log-prob row given the generated ids (the prompt is implicit).
 using ToyModel = std::function<Row(const std::vector<int32_t>& ids)>;
+// A toy terminal predicate (e.g. a stop sequence): does continuing `ids` with `token` end it?
+using ToyTerminal = std::function<bool(const std::vector<int32_t>& ids, int32_t token)>;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -48,7 +51,8 @@ struct Run {
 
 // The caller's side: feeds each running beam's row, checks the running-beam bookkeeping and
 // that CertainPrefix only grows.
-Run Drive(const BeamSearchOptions& o, const ToyModel& model, int vocab) {
+Run Drive(const BeamSearchOptions& o, const ToyModel& model, int vocab,
+          const ToyTerminal& terminal = nullptr) {
   REQUIRE(ValidateBeamSearchOptions(o).ok());
   BeamSearch bs(o);
   Run run;
@@ -66,8 +70,18 @@ Run Drive(const BeamSearchOptions& o, const ToyModel& model, int vocab) {
     }
     std::vector<const double*> ptrs;
     for (const Row& r : rows) ptrs.push_back(r.data());
-    std::vector<BeamChoice> ch = bs.Step(ptrs, vocab);
+    TerminalFn term;
+    if (terminal) {
+      term = [&](int beam, int32_t token) {
+        return terminal(histories[static_cast<size_t>(beam)], token);
+      };
+    }
+    std::vector<BeamChoice> ch = bs.Step(ptrs, vocab, term);
     REQUIRE(static_cast<int>(ch.size()) == bs.num_live());
+    for (const BeamChoice& c : ch) {
+      // A terminal continuation never runs on.
+      REQUIRE(!(terminal && terminal(histories[static_cast<size_t>(c.parent)], c.token)));
+    }
     for (int i = 0; i < bs.num_live(); ++i) {
       std::vector<int32_t> want = histories[static_cast<size_t>(ch[i].parent)];
       want.push_back(ch[i].token);
@@ -95,6 +109,8 @@ Run Drive(const BeamSearchOptions& o, const ToyModel& model, int vocab) {
     for (double lp : h.logprobs) cum += lp;
     REQUIRE(h.cum_logprob == Approx(cum).margin(1e-9));
     REQUIRE(h.eos == (o.eos_id >= 0 && !o.ignore_eos && h.ids.back() == o.eos_id));
+    const std::vector<int32_t> head(h.ids.begin(), h.ids.end() - 1);
+    REQUIRE(h.stopped == (!h.eos && terminal && terminal(head, h.ids.back())));
   }
   return run;
 }
@@ -487,7 +503,8 @@ ToyModel RandomModel(uint64_t seed, int vocab, int style) {
 // Straight from the spec, structured differently: whole histories copied per beam, all B×V
 // candidates fully sorted, the finished set kept as "every hypothesis ever offered", of which
 // the best B (stable sort: earlier offered first among equal scores) count.
-Run Reference(const BeamSearchOptions& o, const ToyModel& model, int vocab) {
+Run Reference(const BeamSearchOptions& o, const ToyModel& model, int vocab,
+              const ToyTerminal& terminal = nullptr) {
   struct Beam {
     std::vector<int32_t> ids;
     std::vector<double> lps;
@@ -533,12 +550,16 @@ Run Reference(const BeamSearchOptions& o, const ToyModel& model, int vocab) {
     std::vector<BeamChoice> choices;
     for (size_t r = 0; r < all.size() && static_cast<int>(next.size()) < nb; ++r) {
       Beam child = running[static_cast<size_t>(all[r].beam)];
+      const bool eos = eos_on && all[r].token == o.eos_id;
+      // Terminal: treated as EOS is, whatever the token.
+      const bool stopped = !eos && terminal && terminal(child.ids, all[r].token);
       child.ids.push_back(all[r].token);
       child.lps.push_back(all[r].lp);
       child.cum = all[r].cum;
-      if (eos_on && all[r].token == o.eos_id) {
+      if (eos || stopped) {
         if (static_cast<int>(r) < nb) {
-          offered.push_back({child.ids, child.lps, score(child.cum, step), child.cum, true});
+          offered.push_back(
+              {child.ids, child.lps, score(child.cum, step), child.cum, eos, stopped});
         }
       } else {
         next.push_back(child);
@@ -566,7 +587,7 @@ Run Reference(const BeamSearchOptions& o, const ToyModel& model, int vocab) {
     }
     if (!done && step == o.max_new_tokens) {
       for (const Beam& b : running) {
-        offered.push_back({b.ids, b.lps, score(b.cum, o.max_new_tokens), b.cum, false});
+        offered.push_back({b.ids, b.lps, score(b.cum, o.max_new_tokens), b.cum, false, false});
       }
       done = true;
     }
@@ -596,9 +617,10 @@ Run Reference(const BeamSearchOptions& o, const ToyModel& model, int vocab) {
   }
 }
 
-void CompareWithReference(const BeamSearchOptions& o, const ToyModel& m, int vocab) {
-  Run got = Drive(o, m, vocab);
-  Run want = Reference(o, m, vocab);
+void CompareWithReference(const BeamSearchOptions& o, const ToyModel& m, int vocab,
+                          const ToyTerminal& terminal = nullptr) {
+  Run got = Drive(o, m, vocab, terminal);
+  Run want = Reference(o, m, vocab, terminal);
   REQUIRE(got.steps == want.steps);
   REQUIRE(got.choices.size() == want.choices.size());
   for (size_t s = 0; s < want.choices.size(); ++s) {
@@ -616,6 +638,7 @@ void CompareWithReference(const BeamSearchOptions& o, const ToyModel& m, int voc
     REQUIRE(got.results[i].ids == want.results[i].ids);
     REQUIRE(got.results[i].logprobs == want.results[i].logprobs);
     REQUIRE(got.results[i].eos == want.results[i].eos);
+    REQUIRE(got.results[i].stopped == want.results[i].stopped);
     // Same formula on the same doubles: bit-identical (also for -inf).
     REQUIRE(got.results[i].score == want.results[i].score);
     REQUIRE(got.results[i].cum_logprob == want.results[i].cum_logprob);
@@ -650,6 +673,139 @@ TEST_CASE("beam_search: matches a from-the-spec reference on random toy models",
     }
   }
   CHECK(runs == 600 * 15);
+}
+
+// A history-dependent terminal predicate, like a stop string spanning tokens: true for about
+// one (last token, token) pair in `one_in`.
+ToyTerminal RandomTerminal(uint64_t seed, int one_in) {
+  return [=](const std::vector<int32_t>& ids, int32_t token) {
+    const uint64_t last = ids.empty() ? 0 : static_cast<uint64_t>(ids.back() + 1);
+    return Mix(Mix(seed ^ last) ^ static_cast<uint64_t>(token + 1)) %
+               static_cast<uint64_t>(one_in) ==
+           0;
+  };
+}
+
+TEST_CASE("beam_search: terminal predicates match the reference on random toy models",
+          "[beam][stop]") {
+  const EarlyStopping modes[] = {EarlyStopping::kEarly, EarlyStopping::kHeuristic,
+                                 EarlyStopping::kNever};
+  const float alphas[] = {0.0f, 1.0f, 2.0f, -0.5f};
+  std::mt19937 rng(777);
+  int stopped = 0;
+  for (int seed = 0; seed < 300; ++seed) {
+    BeamSearchOptions o;
+    o.num_beams = 1 + static_cast<int>(rng() % 4);
+    o.num_return_sequences = 1 + static_cast<int>(rng() % static_cast<unsigned>(o.num_beams));
+    o.max_new_tokens = 1 + static_cast<int>(rng() % 7);
+    const int vocab = 1 + static_cast<int>(rng() % 10);
+    o.eos_id = static_cast<int32_t>(rng() % static_cast<unsigned>(vocab + 1)) - 1;
+    o.ignore_eos = rng() % 8 == 0;
+    const int style = static_cast<int>(rng() % 3);
+    const int one_in = 2 + static_cast<int>(rng() % 5);
+    ToyTerminal terminal = RandomTerminal(static_cast<uint64_t>(seed), one_in);
+    for (EarlyStopping mode : modes) {
+      for (float alpha : alphas) {
+        o.early_stopping = mode;
+        o.length_penalty = alpha;
+        INFO("seed " << seed << " B " << o.num_beams << " V " << vocab << " M " << o.max_new_tokens
+                     << " eos " << o.eos_id << " style " << style << " one_in " << one_in
+                     << " mode " << EarlyStoppingName(mode) << " alpha " << alpha);
+        ToyModel m = RandomModel(static_cast<uint64_t>(seed), vocab, style);
+        CompareWithReference(o, m, vocab, terminal);
+        for (const BeamHypothesis& h : Drive(o, m, vocab, terminal).results) stopped += h.stopped;
+      }
+    }
+  }
+  CHECK(stopped > 100);  // the predicate did end many hypotheses
+}
+
+TEST_CASE("beam_search: a terminal token is EOS under another name", "[beam][stop]") {
+  // No EOS id, token X terminal everywhere == eos_id X: same steps, ids and scores.
+  std::mt19937 rng(4242);
+  for (int seed = 0; seed < 200; ++seed) {
+    BeamSearchOptions o;
+    o.num_beams = 1 + static_cast<int>(rng() % 5);
+    o.num_return_sequences = o.num_beams;
+    o.max_new_tokens = 1 + static_cast<int>(rng() % 8);
+    o.length_penalty = static_cast<float>(rng() % 3);
+    o.early_stopping = static_cast<EarlyStopping>(rng() % 3);
+    const int vocab = 2 + static_cast<int>(rng() % 9);
+    const int32_t x = static_cast<int32_t>(rng() % static_cast<unsigned>(vocab));
+    ToyModel m = RandomModel(9000 + static_cast<uint64_t>(seed), vocab, seed % 3);
+    INFO("seed " << seed);
+    BeamSearchOptions with_eos = o;
+    with_eos.eos_id = x;
+    Run want = Drive(with_eos, m, vocab);
+    Run got = Drive(o, m, vocab, [x](const std::vector<int32_t>&, int32_t t) { return t == x; });
+    REQUIRE(got.steps == want.steps);
+    REQUIRE(got.results.size() == want.results.size());
+    for (size_t i = 0; i < want.results.size(); ++i) {
+      CHECK(got.results[i].ids == want.results[i].ids);
+      CHECK(got.results[i].score == want.results[i].score);
+      CHECK(got.results[i].stopped == want.results[i].eos);
+      CHECK(!got.results[i].eos);
+    }
+  }
+}
+
+TEST_CASE("beam_search: terminal candidates by hand", "[beam][stop]") {
+  // B = 2, α = 1, HEURISTIC, no EOS id; C is terminal. Vocabulary rows are {E, A, Bt, C}.
+  BeamSearchOptions o;
+  o.num_beams = 2;
+  o.num_return_sequences = 2;
+  o.max_new_tokens = 3;
+  o.eos_id = -1;
+  BeamSearch bs(o);
+  std::vector<std::pair<int, int32_t>> asked;
+  TerminalFn terminal = [&](int beam, int32_t t) {
+    asked.push_back({beam, t});
+    return t == C;
+  };
+  auto step = [&](std::vector<Row> rows) {
+    std::vector<const double*> ptrs;
+    for (const Row& r : rows) ptrs.push_back(r.data());
+    asked.clear();
+    return bs.Step(ptrs, 4, terminal);
+  };
+  auto same = [](const std::vector<BeamChoice>& a, const std::vector<BeamChoice>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].parent != b[i].parent || a[i].token != b[i].token) return false;
+    }
+    return true;
+  };
+  const Row after_a = {-6, -0.2, -3, -0.4};
+  const Row after_b = {-6, -0.8, -4, -0.1};
+  // Step 1: A -0.5, Bt -1.0 fill the beams; C (-3) is never reached, so never asked about.
+  CHECK(same(step({{-4, -0.5, -1.0, -3}}), {{0, A}, {0, Bt}}));
+  CHECK(asked == std::vector<std::pair<int, int32_t>>{{0, A}, {0, Bt}});
+  CHECK(bs.Finished().empty());
+  // Step 2, top 2B: AA -0.7 (r0, runs), AC -0.9 (r1 < B: finished, score -0.9/2),
+  // BtC -1.1 (r2 >= B: dropped although terminal), BtA -1.8 (r3, runs).
+  CHECK(same(step({after_a, after_b}), {{0, A}, {1, A}}));
+  CHECK(asked == std::vector<std::pair<int, int32_t>>{{0, A}, {0, C}, {1, C}, {1, A}});
+  std::vector<BeamHypothesis> fin = bs.Finished();
+  REQUIRE(fin.size() == 1);
+  CHECK(fin[0].ids == std::vector<int32_t>{A, C});
+  CHECK(fin[0].score == Approx(-0.9 / 2));
+  CHECK(fin[0].stopped);
+  CHECK(!fin[0].eos);
+  CHECK(!bs.done());
+  // Step 3: AAA -0.9 (runs), AAC -1.1 (finished, -1.1/3 evicts nothing: the set has room),
+  // BtAA -2.0 (runs); the set is full, -0.9/3 > -0.45 so HEURISTIC continues, but this is
+  // max_new_tokens: AAA (-0.3) and BtAA (-2/3) are offered, AAA evicts AC.
+  CHECK(step({after_a, after_a}).empty());
+  REQUIRE(bs.done());
+  std::vector<BeamHypothesis> res = bs.Results();
+  REQUIRE(res.size() == 2);
+  CHECK(res[0].ids == std::vector<int32_t>{A, A, A});
+  CHECK(res[0].score == Approx(-0.3));
+  CHECK(!res[0].stopped);
+  CHECK(res[1].ids == std::vector<int32_t>{A, A, C});
+  CHECK(res[1].score == Approx(-1.1 / 3));
+  CHECK(res[1].stopped);
+  CHECK(bs.CertainPrefix() == res[0].ids);
 }
 
 TEST_CASE("beam_search: matches the reference on a large vocabulary", "[beam]") {

@@ -257,6 +257,91 @@ TEST_CASE("stop sequences end generation and are not returned", "[generation][st
   CHECK(n->finish_reason == FinishReason::kLength);
 }
 
+TEST_CASE("beam search stops on stop sequences like on EOS", "[generation][beam][stop]") {
+  Fixture f("stories260K.gguf");
+  const std::string prompt = "Once upon a time";
+  DecodingOptions o = Beam(4, 1.0f, EarlyStopping::kHeuristic, 60);
+  auto full = f.Run(prompt, o);
+  REQUIRE(full.ok());
+  const std::string text = full->hypotheses[0].text;
+  const std::string word = "mommy";
+  const size_t at = text.find(word);
+  INFO("unstopped best: " << text);
+  REQUIRE(at != std::string::npos);
+
+  o.stop = {"zebra", word};
+  std::string streamed;
+  std::vector<int32_t> streamed_ids;
+  auto r = f.Run(prompt, o, [&](const StreamDelta& d) {
+    streamed += d.text;
+    for (const auto& t : d.tokens) streamed_ids.push_back(t.id);
+  });
+  REQUIRE(r.ok());
+  const Hypothesis& best = r->hypotheses[0];
+  CHECK(r->finish_reason == FinishReason::kStopSequence);
+  CHECK(best.finish_reason == FinishReason::kStopSequence);
+  CHECK(best.text == text.substr(0, at));
+  // The ids keep the token that completed the stop; the text and the stream drop the stop.
+  CHECK(f.model->tokenizer().Decode(best.ids).find(word) != std::string::npos);
+  CHECK(streamed == best.text);
+  CHECK(streamed_ids == best.ids);
+  REQUIRE(r->hypotheses.size() == 4);
+  for (const Hypothesis& h : r->hypotheses) {
+    INFO(h.text);
+    CHECK(h.text.find(word) == std::string::npos);
+    const std::string raw = f.model->tokenizer().Decode(h.ids);
+    if (h.finish_reason == FinishReason::kStopSequence) {
+      // Cut right before the stop, which the last token completed.
+      CHECK(raw.compare(0, h.text.size() + word.size(), h.text + word) == 0);
+      const std::string before =
+          f.model->tokenizer().Decode(std::vector<int32_t>(h.ids.begin(), h.ids.end() - 1));
+      CHECK(before.find(word) == std::string::npos);
+    } else {
+      CHECK(raw.find(word) == std::string::npos);
+      CHECK(h.text == raw);
+    }
+    CHECK(h.score == Approx(h.cum_logprob / static_cast<double>(h.ids.size())).margin(1e-9));
+  }
+  CHECK(f.cache->num_free_blocks() == f.cache->num_total_blocks());
+
+  // A stop that never matches changes nothing.
+  o.stop = {"zebra"};
+  streamed.clear();
+  auto n = f.Run(prompt, o, [&](const StreamDelta& d) { streamed += d.text; });
+  REQUIRE(n.ok());
+  REQUIRE(n->hypotheses.size() == full->hypotheses.size());
+  for (size_t i = 0; i < n->hypotheses.size(); ++i) {
+    CHECK(n->hypotheses[i].ids == full->hypotheses[i].ids);
+    CHECK(n->hypotheses[i].text == full->hypotheses[i].text);
+    CHECK(n->hypotheses[i].finish_reason == full->hypotheses[i].finish_reason);
+  }
+  CHECK(n->finish_reason == full->finish_reason);
+  CHECK(streamed == text);
+}
+
+TEST_CASE("beam stop sequences: stream equals the best text in every mode",
+          "[generation][beam][stop]") {
+  Fixture f("stories260K.gguf");
+  for (int beams : {2, 4, 8}) {
+    for (EarlyStopping es :
+         {EarlyStopping::kHeuristic, EarlyStopping::kEarly, EarlyStopping::kNever}) {
+      for (const char* stop : {"the", ".", "ed ", "mommy"}) {
+        DecodingOptions o = Beam(beams, 1.0f, es, 48);
+        o.stop = {stop};
+        std::string streamed;
+        auto r = f.Run("The little dog was sad because", o,
+                       [&](const StreamDelta& d) { streamed += d.text; });
+        REQUIRE(r.ok());
+        INFO("beams " << beams << " " << EarlyStoppingName(es) << " stop '" << stop << "'");
+        CHECK(streamed == r->hypotheses[0].text);
+        CHECK(r->finish_reason == r->hypotheses[0].finish_reason);
+        for (const Hypothesis& h : r->hypotheses) CHECK(h.text.find(stop) == std::string::npos);
+      }
+    }
+  }
+  CHECK(f.cache->num_free_blocks() == f.cache->num_total_blocks());
+}
+
 TEST_CASE("top logprobs list the most likely alternatives", "[generation]") {
   Fixture f("TinyStories-656K-F32.gguf");
   DecodingOptions o;

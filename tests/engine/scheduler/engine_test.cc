@@ -72,7 +72,7 @@ std::unique_ptr<Engine> MakeEngine(int kv_blocks = 512, int max_queued = 64) {
 
 EngineRequest Request(const Engine& e, const std::string& prompt, int max_new) {
   EngineRequest r;
-  r.prompt = e.model().tokenizer().Encode(prompt, true);
+  r.prompt_ids = e.model().tokenizer().Encode(prompt, true);
   r.decoding.max_new_tokens = max_new;
   return r;
 }
@@ -171,7 +171,7 @@ TEST_CASE("bad requests are refused naming the problem", "[engine]") {
   auto engine = MakeEngine(/*kv_blocks=*/8);
   auto sink = std::make_shared<CollectingSink>();
   EngineRequest bad_id = Request(*engine, "Once", 10);
-  bad_id.prompt.push_back(100000);
+  bad_id.prompt_ids.push_back(100000);
   auto a = engine->Submit(bad_id, sink);
   CHECK(a.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(a.status().message()), Catch::Contains("100000"));
@@ -180,7 +180,7 @@ TEST_CASE("bad requests are refused naming the problem", "[engine]") {
   beams.decoding.beam.num_beams = 20;
   CHECK(engine->Submit(beams, sink).status().code() == absl::StatusCode::kInvalidArgument);
   EngineRequest huge = Request(*engine, "Once", 10);
-  huge.prompt.assign(500, 5);  // 8 blocks of 16 cannot hold it
+  huge.prompt_ids.assign(500, 5);  // 8 blocks of 16 cannot hold it
   auto h = engine->Submit(huge, sink);
   CHECK(h.status().code() == absl::StatusCode::kResourceExhausted);
   CHECK(engine->Submit(Request(*engine, "Once", 10), nullptr).status().code() ==
@@ -201,6 +201,145 @@ TEST_CASE("shutting down ends every request exactly once", "[engine]") {
   for (auto& s : sinks) {
     s->Wait();
     CHECK(s->done_calls() == 1);
+  }
+}
+
+}  // namespace
+}  // namespace textgen
+
+namespace textgen {
+namespace {
+
+TEST_CASE("a session keeps its KV cache between turns", "[engine][session]") {
+  auto engine = MakeEngine();
+  auto id = engine->CreateSession();
+  REQUIRE(id.ok());
+  CHECK(id->size() == 32);
+  const Tokenizer& tok = engine->model().tokenizer();
+
+  auto turn = [&](const std::string& text, const std::string& session, int max_new) {
+    EngineRequest r;
+    r.prompt_text = text;
+    r.session_id = session;
+    r.decoding.max_new_tokens = max_new;
+    auto sink = std::make_shared<CollectingSink>();
+    REQUIRE(engine->Submit(r, sink).ok());
+    absl::StatusOr<GenerationResult> res = sink->Wait();
+    REQUIRE(res.ok());
+    return *res;
+  };
+  GenerationResult t1 = turn("Once upon a time", *id, 30);
+  CHECK(t1.stats.cached_tokens == 0);
+  GenerationResult t2 = turn(" Then the dog", *id, 30);
+  const int first_turn_len = t1.stats.prompt_tokens + t1.stats.generated_tokens;
+  CHECK(t2.stats.cached_tokens == first_turn_len);
+  CHECK(t2.stats.prompt_tokens ==
+        first_turn_len + static_cast<int>(tok.Encode(" Then the dog", false).size()));
+
+  // The same conversation sent whole, without a session, gives the same answer.
+  std::vector<int32_t> whole = tok.Encode("Once upon a time", true);
+  whole.insert(whole.end(), t1.hypotheses[0].ids.begin(), t1.hypotheses[0].ids.end());
+  std::vector<int32_t> second = tok.Encode(" Then the dog", false);
+  whole.insert(whole.end(), second.begin(), second.end());
+  EngineRequest r;
+  r.prompt_ids = whole;
+  r.decoding.max_new_tokens = 30;
+  auto sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(r, sink).ok());
+  REQUIRE(sink->Wait().ok());
+  CHECK(sink->Wait()->hypotheses[0].ids == t2.hypotheses[0].ids);
+  CHECK(sink->Wait()->stats.cached_tokens == 0);
+
+  // Beam search turns keep the conversation too.
+  EngineRequest b;
+  b.prompt_text = " The end";
+  b.session_id = *id;
+  b.decoding.method = DecodingMethod::kBeam;
+  b.decoding.beam.num_beams = 3;
+  b.decoding.max_new_tokens = 10;
+  auto bs = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(b, bs).ok());
+  REQUIRE(bs->Wait().ok());
+  CHECK(bs->Wait()->stats.cached_tokens == t2.stats.prompt_tokens + t2.stats.generated_tokens);
+
+  EngineStats s = engine->Stats();
+  CHECK(s.sessions == 1);
+  CHECK(s.kv_blocks_free < s.kv_blocks_total);  // the session holds its blocks
+  REQUIRE(engine->DeleteSession(*id).ok());
+  CHECK(engine->DeleteSession(*id).code() == absl::StatusCode::kNotFound);
+  // Blocks come back once the scheduler has collected the session.
+  for (int i = 0; i < 200 && engine->Stats().kv_blocks_free != s.kv_blocks_total; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(engine->Stats().kv_blocks_free == s.kv_blocks_total);
+  EngineRequest after;
+  after.prompt_text = "hi";
+  after.session_id = *id;
+  CHECK(engine->Submit(after, std::make_shared<CollectingSink>()).status().code() ==
+        absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("session ids: client-chosen, malformed, taken, busy", "[engine][session]") {
+  auto engine = MakeEngine();
+  const std::string mine = "0123456789abcdef0123456789abcdef";
+  auto a = engine->CreateSession(mine);
+  REQUIRE(a.ok());
+  CHECK(*a == mine);
+  CHECK(engine->CreateSession(mine).status().code() == absl::StatusCode::kAlreadyExists);
+  for (const char* bad : {"xyz", "0123456789ABCDEF0123456789ABCDEF", "0123456789abcdef"}) {
+    CHECK(engine->CreateSession(bad).status().code() == absl::StatusCode::kInvalidArgument);
+  }
+  auto r1 = engine->CreateSession();
+  auto r2 = engine->CreateSession();
+  REQUIRE(r1.ok());
+  REQUIRE(r2.ok());
+  CHECK(*r1 != *r2);
+
+  EngineRequest long_turn;
+  long_turn.prompt_text = "Once upon a time";
+  long_turn.session_id = mine;
+  long_turn.decoding.max_new_tokens = 1500;
+  long_turn.decoding.ignore_eos = true;
+  auto sink = std::make_shared<CollectingSink>();
+  auto id = engine->Submit(long_turn, sink);
+  REQUIRE(id.ok());
+  auto second = engine->Submit(long_turn, std::make_shared<CollectingSink>());
+  CHECK(second.status().code() == absl::StatusCode::kFailedPrecondition);
+  engine->Cancel(*id);
+  sink->Wait();  // cancelled: a result, or CancelledError if it had not started yet
+  // Free again once the first is done.
+  long_turn.decoding.max_new_tokens = 5;
+  auto third_sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(long_turn, third_sink).ok());
+  CHECK(third_sink->Wait().ok());
+}
+
+TEST_CASE("idle sessions give up their blocks under KV pressure", "[engine][session]") {
+  auto engine = MakeEngine(/*kv_blocks=*/40);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) {
+    auto id = engine->CreateSession();
+    REQUIRE(id.ok());
+    ids.push_back(*id);
+    EngineRequest r;
+    r.prompt_text = "Once upon a time";
+    r.session_id = *id;
+    r.decoding.max_new_tokens = 100;
+    r.decoding.ignore_eos = true;
+    auto sink = std::make_shared<CollectingSink>();
+    REQUIRE(engine->Submit(r, sink).ok());
+    // Each turn holds ~7 blocks: 6 sessions cannot all keep theirs in 40 blocks.
+    REQUIRE(sink->Wait().ok());
+  }
+  // Every session still continues (evicted ones recompute their tokens).
+  for (const std::string& id : ids) {
+    EngineRequest r;
+    r.prompt_text = " The end.";
+    r.session_id = id;
+    r.decoding.max_new_tokens = 5;
+    auto sink = std::make_shared<CollectingSink>();
+    REQUIRE(engine->Submit(r, sink).ok());
+    REQUIRE(sink->Wait().ok());
   }
 }
 
