@@ -1,0 +1,84 @@
+// Command-line parsing shared by the textgen-client subcommands.
+#ifndef TEXTGEN_CLIENT_TEXTGEN_CLIENT_ARGS_H_
+#define TEXTGEN_CLIENT_TEXTGEN_CLIENT_ARGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "textgen/v1/textgen.pb.h"
+
+namespace textgen::client {
+
+inline constexpr char kDefaultServer[] = "127.0.0.1:50051";
+
+// Exit statuses: 0 success, 1 the server said no (or was unreachable), 2 bad usage.
+inline constexpr int kExitRpcError = 1;
+inline constexpr int kExitUsage = 2;
+
+// Prints "textgen-client: MESSAGE" to stderr and exits with kExitUsage.
+[[noreturn]] void UsageError(const std::string& message);
+
+// Walks the flags of one subcommand:
+//   FlagReader r(args, kUsage);
+//   while (r.Next()) {
+//     if (r.flag() == "--text") text = r.Value(); else r.Unknown();
+//   }
+// Both "--flag value" and "--flag=value" are accepted; --help prints the usage and exits 0.
+class FlagReader {
+ public:
+  FlagReader(std::vector<std::string> args, std::string usage);
+
+  // Advances to the next flag; false when none are left.
+  bool Next();
+  const std::string& flag() const { return flag_; }
+
+  // The current flag's value; a usage error when it is missing.
+  std::string Value();
+  int64_t Int(int64_t min, int64_t max);
+  uint64_t Uint64();
+  float Float();
+  double Double(double min);
+  bool Bool();  // true|false
+  // Value() checked against a fixed set of words.
+  std::string Choice(const std::vector<std::string>& choices);
+
+  // Reports the current flag as unknown (usage error).
+  [[noreturn]] void Unknown() const;
+  // Usage error about the current flag.
+  [[noreturn]] void Bad(const std::string& what) const;
+
+ private:
+  std::vector<std::string> args_;
+  std::string usage_;
+  size_t next_ = 0;
+  std::string flag_;
+  bool has_inline_value_ = false;
+  std::string inline_value_;
+};
+
+// Flags every subcommand takes.
+struct ConnectionOptions {
+  std::string server = kDefaultServer;
+  double timeout_s = 0;  // deadline of each call; 0 = none
+};
+// Consumes --server / --timeout; false if the current flag is neither.
+bool ParseConnectionFlag(FlagReader& r, ConnectionOptions* options);
+extern const char kConnectionFlagsHelp[];
+
+// The GenerateRequest built from flags, shared by generate, chat and load.
+struct GenerationFlags {
+  textgen::v1::GenerateRequest request;
+  bool method_given = false;
+};
+// Consumes one GenerateRequest flag; false if the current flag is not one.
+bool ParseGenerationFlag(FlagReader& r, GenerationFlags* flags);
+// Infers the method from the other flags when --method was not given (beam when --beams was,
+// sample when --temperature > 0, as textgen-run does) and checks the prompt: exactly one of
+// --prompt and --prompt-ids unless `prompt_optional`.
+void FinishGenerationFlags(GenerationFlags* flags, bool prompt_optional);
+extern const char kGenerationFlagsHelp[];
+
+}  // namespace textgen::client
+
+#endif  // TEXTGEN_CLIENT_TEXTGEN_CLIENT_ARGS_H_

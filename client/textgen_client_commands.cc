@@ -1,0 +1,321 @@
+#include "client/textgen_client_commands.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "client/textgen_client_args.h"
+#include "client/textgen_client_rpc.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace textgen::client {
+namespace {
+
+namespace v1 = ::textgen::v1;
+
+void WriteOut(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);  // streaming: show each delta as soon as it arrives
+}
+
+// A one-line summary of the final message, on stderr so that stdout stays the text alone.
+void PrintUsage(const v1::GenerateResponse& last) {
+  if (!last.has_usage()) return;
+  const v1::Usage& u = last.usage();
+  std::fprintf(stderr,
+               "[%u prompt tokens (%u cached), %u generated in %.1f ms, first token after %.2f "
+               "ms, %s]\n",
+               u.prompt_tokens(), u.cached_tokens(), u.generated_tokens(), u.total_ms(),
+               u.time_to_first_token_ms(), v1::FinishReason_Name(last.finish_reason()).c_str());
+}
+
+constexpr char kGenerateUsage[] =
+    R"(textgen-client generate: stream one generation to stdout.
+
+Usage: textgen-client generate (--prompt TEXT | --prompt-ids 1,2,3) [options]
+
+Prints the generated text only (not the prompt) as it arrives, then a newline; with --num-return
+N > 1 the other hypotheses follow, one per line. A summary goes to stderr.
+  --json                  print every response message as one JSON line instead
+)";
+
+}  // namespace
+
+int RunGenerate(const std::vector<std::string>& args) {
+  ConnectionOptions conn;
+  GenerationFlags gen;
+  bool json = false;
+  FlagReader r(args, std::string(kGenerateUsage) + "\n" + kGenerationFlagsHelp + "\n" +
+                         kConnectionFlagsHelp);
+  while (r.Next()) {
+    if (ParseConnectionFlag(r, &conn) || ParseGenerationFlag(r, &gen)) continue;
+    if (r.flag() == "--json") {
+      json = true;
+    } else {
+      r.Unknown();
+    }
+  }
+  FinishGenerationFlags(&gen, /*prompt_optional=*/false);
+
+  auto stub = v1::TextGeneration::NewStub(MakeChannel(conn));
+  v1::GenerateResponse last;
+  bool streamed_text = false;
+  grpc::Status status = StreamGenerate(*stub, conn, gen.request, [&](const auto& m) {
+    if (json) {
+      WriteOut(ToJson(m) + "\n");
+    } else if (!m.text().empty()) {
+      WriteOut(m.text());
+      streamed_text = true;
+    }
+    last = m;
+  });
+  if (!json) {
+    // A server that did not stream (or a stream cut short) still has the best text in the
+    // final message's hypotheses.
+    if (!streamed_text && last.hypotheses_size() > 0) WriteOut(last.hypotheses(0).text());
+    if (streamed_text || last.hypotheses_size() > 0) WriteOut("\n");
+    for (int i = 1; i < last.hypotheses_size(); ++i) WriteOut(last.hypotheses(i).text() + "\n");
+  }
+  if (!status.ok()) return ReportError(status);
+  if (!json) PrintUsage(last);
+  return 0;
+}
+
+namespace {
+
+constexpr char kChatUsage[] = R"(textgen-client chat: an interactive conversation.
+
+Usage: textgen-client chat [generation options]
+
+Creates a session, then sends each line of stdin as one turn (its KV cache is kept on the
+server between turns) and streams the answer. Commands: /reset starts a new session, /quit (or
+end of input) ends. --prompt and --prompt-ids are not taken: the turns come from stdin.
+)";
+
+}  // namespace
+
+int RunChat(const std::vector<std::string>& args) {
+  ConnectionOptions conn;
+  GenerationFlags gen;
+  FlagReader r(args,
+               std::string(kChatUsage) + "\n" + kGenerationFlagsHelp + "\n" + kConnectionFlagsHelp);
+  while (r.Next()) {
+    if (ParseConnectionFlag(r, &conn) || ParseGenerationFlag(r, &gen)) continue;
+    r.Unknown();
+  }
+  FinishGenerationFlags(&gen, /*prompt_optional=*/true);
+  const v1::GenerateRequest& base = gen.request;
+  if (!base.prompt().empty() || base.prompt_ids_size() > 0) {
+    UsageError("chat reads its turns from stdin; --prompt and --prompt-ids are not taken");
+  }
+  if (!base.session_id().empty()) UsageError("chat creates its own session; drop --session");
+
+  auto stub = v1::TextGeneration::NewStub(MakeChannel(conn));
+  const bool interactive = isatty(STDIN_FILENO) != 0;
+  std::string session_id;
+  auto open = [&]() {
+    session_id = NewSessionId();
+    return CreateSession(*stub, conn, &session_id);
+  };
+  if (grpc::Status s = open(); !s.ok()) return ReportError(s);
+
+  int exit_code = 0;
+  std::string line;
+  while (true) {
+    if (interactive) std::fputs("> ", stderr);
+    if (!std::getline(std::cin, line) || line == "/quit") break;
+    if (line == "/reset") {
+      // A failed delete only leaks a session the server will expire; carry on with a new one.
+      if (grpc::Status s = DeleteSession(*stub, conn, session_id); !s.ok()) ReportError(s);
+      if (grpc::Status s = open(); !s.ok()) return ReportError(s);
+      if (interactive) std::fputs("(new session)\n", stderr);
+      continue;
+    }
+    v1::GenerateRequest request = base;
+    request.set_prompt(line);
+    request.set_session_id(session_id);
+    grpc::Status s =
+        StreamGenerate(*stub, conn, request, [](const auto& m) { WriteOut(m.text()); });
+    WriteOut("\n");
+    if (!s.ok()) {
+      // The turn failed (e.g. the context is full); the session itself may still be usable.
+      exit_code = ReportError(s);
+    }
+  }
+  if (grpc::Status s = DeleteSession(*stub, conn, session_id); !s.ok()) return ReportError(s);
+  return exit_code;
+}
+
+namespace {
+
+constexpr char kTokenizeUsage[] = R"(textgen-client tokenize: the server model's tokens of a text.
+
+Usage: textgen-client tokenize --text TEXT [--add-special] [--json]
+
+Prints one "ID<TAB>'PIECE'" line per token, or the TokenizeResponse as JSON.
+  --text TEXT             text to tokenize
+  --add-special           add BOS when the model uses it
+  --json                  print JSON
+)";
+
+}  // namespace
+
+int RunTokenize(const std::vector<std::string>& args) {
+  ConnectionOptions conn;
+  v1::TokenizeRequest request;
+  bool json = false, has_text = false;
+  FlagReader r(args, std::string(kTokenizeUsage) + "\n" + kConnectionFlagsHelp);
+  while (r.Next()) {
+    if (ParseConnectionFlag(r, &conn)) continue;
+    if (r.flag() == "--text") {
+      request.set_text(r.Value());
+      has_text = true;
+    } else if (r.flag() == "--add-special") {
+      request.set_add_special(true);
+    } else if (r.flag() == "--json") {
+      json = true;
+    } else {
+      r.Unknown();
+    }
+  }
+  if (!has_text) UsageError("tokenize: give --text (see --help)");
+
+  auto stub = v1::TextGeneration::NewStub(MakeChannel(conn));
+  grpc::ClientContext context;
+  PrepareContext(conn, "", &context);
+  v1::TokenizeResponse response;
+  if (grpc::Status s = stub->Tokenize(&context, request, &response); !s.ok()) {
+    return ReportError(s);
+  }
+  if (json) {
+    WriteOut(ToJson(response) + "\n");
+    return 0;
+  }
+  for (int i = 0; i < response.ids_size(); ++i) {
+    const std::string piece = i < response.pieces_size() ? response.pieces(i) : "";
+    WriteOut(std::to_string(response.ids(i)) + "\t'" + piece + "'\n");
+  }
+  return 0;
+}
+
+namespace {
+
+constexpr char kInfoUsage[] = R"(textgen-client info: the served model's ModelInfo.
+
+Usage: textgen-client info [--json]
+
+Prints one "field: value" line per ModelInfo field (zeros included), or JSON.
+  --json                  print JSON
+)";
+
+// Every field, zeros included, in .proto order: ModelInfo is all scalars.
+std::string FieldLines(const google::protobuf::Message& m) {
+  std::string out;
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  const google::protobuf::Reflection* refl = m.GetReflection();
+  using FD = google::protobuf::FieldDescriptor;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FD* f = d->field(i);
+    if (f->is_repeated()) continue;
+    std::string value;
+    switch (f->cpp_type()) {
+      case FD::CPPTYPE_STRING:
+        value = refl->GetString(m, f);
+        break;
+      case FD::CPPTYPE_UINT32:
+        value = std::to_string(refl->GetUInt32(m, f));
+        break;
+      case FD::CPPTYPE_INT32:
+        value = std::to_string(refl->GetInt32(m, f));
+        break;
+      case FD::CPPTYPE_UINT64:
+        value = std::to_string(refl->GetUInt64(m, f));
+        break;
+      case FD::CPPTYPE_INT64:
+        value = std::to_string(refl->GetInt64(m, f));
+        break;
+      case FD::CPPTYPE_BOOL:
+        value = refl->GetBool(m, f) ? "true" : "false";
+        break;
+      case FD::CPPTYPE_FLOAT:
+        value = std::to_string(refl->GetFloat(m, f));
+        break;
+      case FD::CPPTYPE_DOUBLE:
+        value = std::to_string(refl->GetDouble(m, f));
+        break;
+      case FD::CPPTYPE_ENUM:
+        value = refl->GetEnum(m, f)->name();
+        break;
+      case FD::CPPTYPE_MESSAGE:
+        continue;  // none today; a future nested message shows up in --json
+    }
+    out += f->name() + ": " + value + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunInfo(const std::vector<std::string>& args) {
+  ConnectionOptions conn;
+  bool json = false;
+  FlagReader r(args, std::string(kInfoUsage) + "\n" + kConnectionFlagsHelp);
+  while (r.Next()) {
+    if (ParseConnectionFlag(r, &conn)) continue;
+    if (r.flag() == "--json") {
+      json = true;
+    } else {
+      r.Unknown();
+    }
+  }
+  auto stub = v1::TextGeneration::NewStub(MakeChannel(conn));
+  grpc::ClientContext context;
+  PrepareContext(conn, "", &context);
+  v1::ModelInfo info;
+  if (grpc::Status s = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info); !s.ok()) {
+    return ReportError(s);
+  }
+  WriteOut(json ? ToJson(info) + "\n" : FieldLines(info));
+  return 0;
+}
+
+namespace {
+
+constexpr char kHealthUsage[] = R"(textgen-client health: grpc.health.v1.Health/Check.
+
+Usage: textgen-client health [--service NAME] [--timeout SECONDS]
+
+Prints the serving status and exits 0 iff it is SERVING (1 otherwise, or when the server cannot
+be reached), for container HEALTHCHECKs. The deadline defaults to 5 seconds.
+  --service NAME          service to check (default "": the whole server)
+)";
+
+}  // namespace
+
+int RunHealth(const std::vector<std::string>& args) {
+  ConnectionOptions conn;
+  conn.timeout_s = 5;  // a health probe must never hang
+  grpc::health::v1::HealthCheckRequest request;
+  FlagReader r(args, std::string(kHealthUsage) + "\n" + kConnectionFlagsHelp);
+  while (r.Next()) {
+    if (ParseConnectionFlag(r, &conn)) continue;
+    if (r.flag() == "--service") {
+      request.set_service(r.Value());
+    } else {
+      r.Unknown();
+    }
+  }
+  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(conn));
+  grpc::ClientContext context;
+  PrepareContext(conn, "", &context);
+  grpc::health::v1::HealthCheckResponse response;
+  if (grpc::Status s = stub->Check(&context, request, &response); !s.ok()) {
+    return ReportError(s);
+  }
+  WriteOut(grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()) + "\n");
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : kExitRpcError;
+}
+
+}  // namespace textgen::client

@@ -1,0 +1,305 @@
+// textgen-client load: a closed-loop load generator. N worker threads each run blocking
+// streaming calls back to back (simple, and each worker behaves like one real client), until a
+// total number of requests or a duration is reached.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "client/textgen_client_args.h"
+#include "client/textgen_client_commands.h"
+#include "client/textgen_client_rpc.h"
+#include "nlohmann/json.hpp"
+
+namespace textgen::client {
+namespace {
+
+namespace v1 = ::textgen::v1;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kLoadUsage[] = R"(textgen-client load: measure the server under concurrent streams.
+
+Usage: textgen-client load (--prompt TEXT | --prompt-ids LIST) [--concurrency N]
+                           (--duration S | --requests M) [--session-turns K] [options]
+
+Each of N workers sends Generate calls back to back, each over its own connection, until M
+calls in total have been made or S seconds have passed (calls in flight then finish; with both,
+whichever comes first; with neither, 10 seconds). Prints requests/s, generated tokens/s, the
+time to first token (call start to the first message carrying tokens) and the inter-token
+latency (the gap between two token-carrying messages, divided evenly among the later one's
+tokens), as p50/p95/p99 in ms, and the failed calls by status code. Exits 1 if any call failed.
+  --concurrency N         parallel streams (default 1)
+  --duration S            stop starting calls after S seconds
+  --requests M            Generate calls in total (with --session-turns K: rounded up to whole
+                          conversations of K turns)
+  --session-turns K       each unit of work is a conversation: CreateSession, K turns of the
+                          prompt, DeleteSession; the K-th turn's time to first token (which
+                          reuses the cached KV of the earlier turns) is reported separately
+  --json                  print the results as one JSON object
+)";
+
+struct LoadOptions {
+  int concurrency = 1;
+  double duration_s = 0;
+  int64_t requests = 0;
+  int session_turns = 0;
+  bool json = false;
+};
+
+// What one worker measured; merged after all workers have joined, so no locking while running.
+struct Results {
+  int64_t ok = 0;
+  int64_t generated_tokens = 0;
+  std::vector<double> ttft_ms;
+  std::vector<double> first_turn_ttft_ms;  // with --session-turns
+  std::vector<double> last_turn_ttft_ms;   // with --session-turns
+  std::vector<double> itl_ms;
+  std::map<grpc::StatusCode, int64_t> errors;
+  std::map<grpc::StatusCode, std::string> first_error;
+
+  void AddError(const grpc::Status& s) {
+    ++errors[s.error_code()];
+    first_error.emplace(s.error_code(), s.error_message());
+  }
+  void Merge(const Results& o) {
+    ok += o.ok;
+    generated_tokens += o.generated_tokens;
+    auto append = [](std::vector<double>& to, const std::vector<double>& from) {
+      to.insert(to.end(), from.begin(), from.end());
+    };
+    append(ttft_ms, o.ttft_ms);
+    append(first_turn_ttft_ms, o.first_turn_ttft_ms);
+    append(last_turn_ttft_ms, o.last_turn_ttft_ms);
+    append(itl_ms, o.itl_ms);
+    for (const auto& [code, n] : o.errors) errors[code] += n;
+    for (const auto& [code, msg] : o.first_error) first_error.emplace(code, msg);
+  }
+};
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// One timed Generate call. Returns the time to first token (NaN when no token came) on success.
+class Worker {
+ public:
+  Worker(const ConnectionOptions& conn, const v1::GenerateRequest& request)
+      : conn_(conn),
+        request_(request),
+        stub_(v1::TextGeneration::NewStub(MakeChannel(conn, /*own_connection=*/true))) {}
+
+  // Runs one call (in the given session when not empty); records into results_. Returns
+  // whether it succeeded and, through ttft_ms, its time to first token (NaN if no token came).
+  bool Call(const std::string& session_id, double* ttft_ms) {
+    v1::GenerateRequest request = request_;
+    if (!session_id.empty()) request.set_session_id(session_id);
+    const Clock::time_point start = Clock::now();
+    Clock::time_point previous;
+    bool any = false;
+    int64_t streamed = 0, reported = 0;
+    std::vector<double> itl;
+    *ttft_ms = std::numeric_limits<double>::quiet_NaN();
+    grpc::Status s = StreamGenerate(*stub_, conn_, request, [&](const v1::GenerateResponse& m) {
+      if (m.has_usage()) reported = m.usage().generated_tokens();
+      const int n = m.tokens_size();
+      if (n == 0) return;
+      const Clock::time_point now = Clock::now();
+      if (!any) {
+        *ttft_ms = Ms(now - start);
+        any = true;
+      } else {
+        // A message committing several tokens at once (stop-sequence holdback, beams) delivers
+        // them together; spreading the gap keeps the per-token figure comparable.
+        itl.insert(itl.end(), n, Ms(now - previous) / n);
+      }
+      previous = now;
+      streamed += n;
+    });
+    if (!s.ok()) {
+      results_.AddError(s);
+      return false;
+    }
+    ++results_.ok;
+    results_.generated_tokens += std::max(streamed, reported);
+    if (any) results_.ttft_ms.push_back(*ttft_ms);
+    results_.itl_ms.insert(results_.itl_ms.end(), itl.begin(), itl.end());
+    return true;
+  }
+
+  // CreateSession, `turns` calls, DeleteSession.
+  void Conversation(int turns) {
+    std::string session_id = NewSessionId();
+    if (grpc::Status s = CreateSession(*stub_, conn_, &session_id); !s.ok()) {
+      results_.AddError(s);
+      return;
+    }
+    for (int turn = 1; turn <= turns; ++turn) {
+      double ttft = 0;
+      if (!Call(session_id, &ttft)) break;  // later turns would measure a broken conversation
+      if (std::isnan(ttft)) continue;
+      if (turn == 1) results_.first_turn_ttft_ms.push_back(ttft);
+      if (turn == turns) results_.last_turn_ttft_ms.push_back(ttft);
+    }
+    if (grpc::Status s = DeleteSession(*stub_, conn_, session_id); !s.ok()) results_.AddError(s);
+  }
+
+  const Results& results() const { return results_; }
+
+ private:
+  ConnectionOptions conn_;
+  v1::GenerateRequest request_;
+  std::unique_ptr<v1::TextGeneration::Stub> stub_;
+  Results results_;
+};
+
+// Nearest-rank percentile of sorted values.
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return std::numeric_limits<double>::quiet_NaN();
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * sorted.size()));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+struct Distribution {
+  size_t n = 0;
+  double p50 = 0, p95 = 0, p99 = 0;
+};
+
+Distribution Summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v.size(), Percentile(v, 50), Percentile(v, 95), Percentile(v, 99)};
+}
+
+std::string DistributionLine(const std::string& name, const Distribution& d) {
+  if (d.n == 0) return absl::StrFormat("%-32s no samples\n", name + " (ms):");
+  return absl::StrFormat("%-32s p50 %.3f  p95 %.3f  p99 %.3f  (%d samples)\n",
+                         name + " (ms):", d.p50, d.p95, d.p99, d.n);
+}
+
+nlohmann::json DistributionJson(const Distribution& d) {
+  if (d.n == 0) return {{"samples", 0}};
+  return {{"samples", d.n}, {"p50", d.p50}, {"p95", d.p95}, {"p99", d.p99}};
+}
+
+void Report(const LoadOptions& o, const Results& r, double elapsed_s) {
+  int64_t failed = 0;
+  for (const auto& [code, n] : r.errors) failed += n;
+  const Distribution ttft = Summarize(r.ttft_ms), itl = Summarize(r.itl_ms);
+  const Distribution first_turn = Summarize(r.first_turn_ttft_ms);
+  const Distribution last_turn = Summarize(r.last_turn_ttft_ms);
+  const double rps = r.ok / elapsed_s, tps = r.generated_tokens / elapsed_s;
+  if (o.json) {
+    nlohmann::json j = {{"concurrency", o.concurrency},
+                        {"elapsed_s", elapsed_s},
+                        {"requests_ok", r.ok},
+                        {"errors_total", failed},
+                        {"requests_per_s", rps},
+                        {"generated_tokens", r.generated_tokens},
+                        {"generated_tokens_per_s", tps},
+                        {"time_to_first_token_ms", DistributionJson(ttft)},
+                        {"inter_token_latency_ms", DistributionJson(itl)}};
+    if (o.session_turns > 0) {
+      j["session_turns"] = o.session_turns;
+      j["first_turn_time_to_first_token_ms"] = DistributionJson(first_turn);
+      j["last_turn_time_to_first_token_ms"] = DistributionJson(last_turn);
+    }
+    nlohmann::json errors = nlohmann::json::object();
+    for (const auto& [code, n] : r.errors) {
+      errors[StatusCodeName(code)] = {{"count", n}, {"first_message", r.first_error.at(code)}};
+    }
+    j["errors"] = errors;
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return;
+  }
+  std::string out = absl::StrFormat("%d streams, %d requests ok, %d errors in %.3f s\n",
+                                    o.concurrency, r.ok, failed, elapsed_s);
+  out += absl::StrFormat("%-32s %.2f\n", "requests/s:", rps);
+  out +=
+      absl::StrFormat("%-32s %.1f (%d tokens)\n", "generated tokens/s:", tps, r.generated_tokens);
+  out += DistributionLine("time to first token", ttft);
+  out += DistributionLine("inter-token latency", itl);
+  if (o.session_turns > 0) {
+    out += DistributionLine("turn 1 time to first token", first_turn);
+    out += DistributionLine(absl::StrFormat("turn %d time to first token", o.session_turns),
+                            last_turn);
+  }
+  out += absl::StrFormat("errors: %d\n", failed);
+  for (const auto& [code, n] : r.errors) {
+    out +=
+        absl::StrFormat("  %s: %d (first: %s)\n", StatusCodeName(code), n, r.first_error.at(code));
+  }
+  std::fputs(out.c_str(), stdout);
+}
+
+}  // namespace
+
+int RunLoad(const std::vector<std::string>& args) {
+  ConnectionOptions conn;
+  GenerationFlags gen;
+  LoadOptions o;
+  FlagReader r(args,
+               std::string(kLoadUsage) + "\n" + kGenerationFlagsHelp + "\n" + kConnectionFlagsHelp);
+  while (r.Next()) {
+    if (ParseConnectionFlag(r, &conn) || ParseGenerationFlag(r, &gen)) continue;
+    if (r.flag() == "--concurrency") {
+      o.concurrency = r.Int(1, 4096);
+    } else if (r.flag() == "--duration") {
+      o.duration_s = r.Double(0);
+    } else if (r.flag() == "--requests") {
+      o.requests = r.Int(1, std::numeric_limits<int64_t>::max());
+    } else if (r.flag() == "--session-turns") {
+      o.session_turns = r.Int(1, 1 << 20);
+    } else if (r.flag() == "--json") {
+      o.json = true;
+    } else {
+      r.Unknown();
+    }
+  }
+  FinishGenerationFlags(&gen, /*prompt_optional=*/false);
+  if (o.session_turns > 0 && !gen.request.session_id().empty()) {
+    UsageError("--session-turns creates its own sessions; drop --session");
+  }
+  if (o.duration_s <= 0 && o.requests == 0) o.duration_s = 10;
+
+  // Units of work: single calls, or conversations of session_turns calls.
+  const int64_t turns = std::max(o.session_turns, 1);
+  const int64_t units =
+      o.requests > 0 ? (o.requests + turns - 1) / turns : std::numeric_limits<int64_t>::max();
+  std::atomic<int64_t> claimed{0};
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point stop_at = o.duration_s > 0
+                                        ? start + std::chrono::duration_cast<Clock::duration>(
+                                                      std::chrono::duration<double>(o.duration_s))
+                                        : Clock::time_point::max();
+
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int i = 0; i < o.concurrency; ++i) {
+    workers.push_back(std::make_unique<Worker>(conn, gen.request));
+  }
+  std::vector<std::thread> threads;
+  for (auto& w : workers) {
+    threads.emplace_back([&, w = w.get()] {
+      while (Clock::now() < stop_at && claimed.fetch_add(1) < units) {
+        if (o.session_turns > 0) {
+          w->Conversation(o.session_turns);
+        } else {
+          double ttft = 0;
+          w->Call(gen.request.session_id(), &ttft);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+
+  Results total;
+  for (const auto& w : workers) total.Merge(w->results());
+  Report(o, total, elapsed_s);
+  return total.errors.empty() ? 0 : kExitRpcError;
+}
+
+}  // namespace textgen::client

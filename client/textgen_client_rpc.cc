@@ -1,0 +1,94 @@
+#include "client/textgen_client_rpc.h"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace textgen::client {
+
+namespace v1 = ::textgen::v1;
+
+std::shared_ptr<grpc::Channel> MakeChannel(const ConnectionOptions& options, bool own_connection) {
+  grpc::ChannelArguments args;
+  // Generation streams can be long; never let an idle channel drop in the middle of a chat.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 60 * 1000);
+  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), args);
+}
+
+void PrepareContext(const ConnectionOptions& options, const std::string& session_id,
+                    grpc::ClientContext* context) {
+  if (options.timeout_s > 0) {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                              std::chrono::duration<double>(options.timeout_s)));
+  }
+  if (!session_id.empty()) context->AddMetadata(kSessionMetadataKey, session_id);
+}
+
+std::string StatusCodeName(grpc::StatusCode code) {
+  // gRPC and Abseil share the canonical code numbering; Abseil has the names.
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+int ReportError(const grpc::Status& status) {
+  std::fprintf(stderr, "error: %s: %s\n", StatusCodeName(status.error_code()).c_str(),
+               status.error_message().c_str());
+  return kExitRpcError;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;  // finish_reason, as in the .proto and textgen-run
+  std::string out;
+  // Only fails on messages that cannot be represented (e.g. unset Any); ours always can.
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+std::string NewSessionId() {
+  std::random_device rd;
+  std::string id;
+  for (int i = 0; i < 4; ++i) absl::StrAppendFormat(&id, "%08x", rd());
+  return id;
+}
+
+grpc::Status StreamGenerate(v1::TextGeneration::Stub& stub, const ConnectionOptions& options,
+                            const v1::GenerateRequest& request,
+                            const std::function<void(const v1::GenerateResponse&)>& on_message) {
+  grpc::ClientContext context;
+  PrepareContext(options, request.session_id(), &context);
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      stub.Generate(&context, request);
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) on_message(response);
+  return reader->Finish();
+}
+
+grpc::Status CreateSession(v1::TextGeneration::Stub& stub, const ConnectionOptions& options,
+                           std::string* session_id) {
+  grpc::ClientContext context;
+  PrepareContext(options, *session_id, &context);
+  v1::CreateSessionRequest request;
+  request.set_session_id(*session_id);
+  v1::Session session;
+  grpc::Status status = stub.CreateSession(&context, request, &session);
+  if (status.ok() && !session.session_id().empty()) *session_id = session.session_id();
+  return status;
+}
+
+grpc::Status DeleteSession(v1::TextGeneration::Stub& stub, const ConnectionOptions& options,
+                           const std::string& session_id) {
+  grpc::ClientContext context;
+  PrepareContext(options, session_id, &context);
+  v1::DeleteSessionRequest request;
+  request.set_session_id(session_id);
+  v1::DeleteSessionResponse response;
+  return stub.DeleteSession(&context, request, &response);
+}
+
+}  // namespace textgen::client

@@ -1,0 +1,200 @@
+#include "server/generate_reactor.h"
+
+#include <utility>
+
+#include "server/response_convert.h"
+#include "server/status_convert.h"
+#include "spdlog/spdlog.h"
+
+namespace textgen::server {
+namespace {
+
+// Deltas merged into one pending message at most; keeps each message far below gRPC's default
+// 4 MB receive limit however far a slow client falls behind.
+constexpr int kMaxMergedTokens = 4096;
+
+}  // namespace
+
+// What the engine holds: forwards to the reactor and keeps it alive until the engine lets go.
+class GenerateReactor::Sink final : public GenerationSink {
+ public:
+  explicit Sink(std::shared_ptr<GenerateReactor> reactor) : reactor_(std::move(reactor)) {}
+  void OnDelta(const StreamDelta& delta) override { reactor_->HandleDelta(delta); }
+  void OnDone(absl::StatusOr<GenerationResult> result) override {
+    reactor_->HandleResult(std::move(result));
+  }
+
+ private:
+  std::shared_ptr<GenerateReactor> reactor_;
+};
+
+GenerateReactor::GenerateReactor(Engine* engine, const v1::GenerateRequest& request)
+    : engine_(engine),
+      tokenizer_(engine->model().tokenizer()),
+      start_(std::chrono::steady_clock::now()),
+      session_id_(request.session_id()),
+      method_(v1::DecodingMethod_Name(request.method())) {}
+
+GenerateReactor* GenerateReactor::Start(Engine* engine, const RequestLimits& limits,
+                                        grpc::CallbackServerContext* context,
+                                        const v1::GenerateRequest* request) {
+  std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(engine, *request));
+  reactor->self_ = reactor;
+  absl::StatusOr<EngineRequest> converted = ToEngineRequest(*request, limits);
+  absl::StatusOr<uint64_t> id =
+      converted.ok() ? engine->Submit(*std::move(converted), std::make_shared<Sink>(reactor))
+                     : absl::StatusOr<uint64_t>(converted.status());
+  bool cancel_now = false;
+  {
+    absl::MutexLock lock(&reactor->mu_);
+    if (id.ok()) {
+      reactor->engine_id_ = *id;
+      // OnCancel may already have run, before the id was known.
+      cancel_now = reactor->client_gone_;
+    } else {
+      // The engine never saw the request: no OnDone will come from it.
+      reactor->engine_done_ = true;
+      reactor->final_status_ = ToGrpcStatus(id.status());
+    }
+  }
+  if (cancel_now) engine->Cancel(*id);
+  reactor->Pump();
+  return reactor.get();
+}
+
+void GenerateReactor::HandleDelta(const StreamDelta& delta) {
+  if (delta.tokens.empty() && delta.text.empty()) return;
+  v1::GenerateResponse msg;
+  AppendDelta(delta, tokenizer_, &msg);
+  {
+    absl::MutexLock lock(&mu_);
+    if (client_gone_ || finish_called_) return;
+    streamed_tokens_ += delta.tokens.size();
+    streamed_text_ += msg.text();
+    if (write_in_flight_ && !queue_.empty() && queue_.back().tokens_size() < kMaxMergedTokens) {
+      // Still waiting behind a write: one merged message instead of a backlog.
+      v1::GenerateResponse& back = queue_.back();
+      back.mutable_tokens()->MergeFrom(msg.tokens());
+      back.mutable_text()->append(msg.text());
+      return;
+    }
+    queue_.push_back(std::move(msg));
+  }
+  Pump();
+}
+
+void GenerateReactor::HandleResult(absl::StatusOr<GenerationResult> result) {
+  {
+    absl::MutexLock lock(&mu_);
+    engine_done_ = true;
+    if (client_gone_ || finish_called_) return;
+    v1::GenerateResponse last;
+    if (result.ok()) {
+      FillFinalResponse(*result, tokenizer_, streamed_tokens_, streamed_text_, &last);
+      prompt_tokens_ = result->stats.prompt_tokens;
+      generated_tokens_ = result->stats.generated_tokens;
+      cached_tokens_ = result->stats.cached_tokens;
+      finish_reason_ = std::string(FinishReasonName(result->finish_reason));
+    } else if (absl::IsCancelled(result.status())) {
+      // Cancelled before it started (e.g. the engine shut down) while the client is still
+      // there: an ordinary end of stream saying so.
+      last.set_finish_reason(v1::CANCELLED);
+      last.mutable_usage();
+      finish_reason_ = "cancelled";
+    } else {
+      final_status_ = ToGrpcStatus(result.status());
+      finish_reason_ = "error";
+    }
+    if (result.ok() || absl::IsCancelled(result.status())) {
+      queue_.push_back(std::move(last));
+    }
+  }
+  Pump();
+}
+
+void GenerateReactor::Pump() {
+  enum class Action { kNone, kWrite, kFinish } action = Action::kNone;
+  grpc::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (finish_called_ || write_in_flight_) return;
+    if (!client_gone_ && !queue_.empty()) {
+      current_ = std::move(queue_.front());
+      queue_.pop_front();
+      write_in_flight_ = true;
+      action = Action::kWrite;
+    } else if (client_gone_ || engine_done_) {
+      finish_called_ = true;
+      status = client_gone_ ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client")
+                            : final_status_;
+      if (client_gone_ && finish_reason_ == "none") finish_reason_ = "client_gone";
+      LogCompletion(status);
+      action = Action::kFinish;
+    }
+  }
+  if (action == Action::kWrite) {
+    StartWrite(&current_);
+  } else if (action == Action::kFinish) {
+    Finish(status);
+  }
+}
+
+void GenerateReactor::OnWriteDone(bool ok) {
+  bool cancel = false;
+  {
+    absl::MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (!ok && !client_gone_) {
+      // The stream is broken (client disconnected): nothing more can be delivered.
+      client_gone_ = true;
+      queue_.clear();
+      cancel = !engine_done_;
+    }
+  }
+  if (cancel) CancelEngineRequest();
+  Pump();
+}
+
+void GenerateReactor::OnCancel() {
+  bool cancel = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!client_gone_) {
+      client_gone_ = true;
+      queue_.clear();
+      cancel = !engine_done_;
+    }
+  }
+  if (cancel) CancelEngineRequest();
+  Pump();
+}
+
+void GenerateReactor::CancelEngineRequest() {
+  std::optional<uint64_t> id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = engine_id_;
+  }
+  // Without an id Start has not finished submitting; it sees client_gone_ and cancels.
+  if (id.has_value()) engine_->Cancel(*id);
+}
+
+void GenerateReactor::OnDone() {
+  // gRPC is done with the reactor; the engine's sink may still hold it.
+  std::shared_ptr<GenerateReactor> self = std::move(self_);
+}
+
+void GenerateReactor::LogCompletion(const grpc::Status& status) {
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  spdlog::info(
+      "generate id={} session={} method={} prompt_tokens={} cached_tokens={} "
+      "generated_tokens={} ms={:.1f} finish={} status={}{}{}",
+      engine_id_.has_value() ? std::to_string(*engine_id_) : "-",
+      session_id_.empty() ? "-" : session_id_, method_, prompt_tokens_, cached_tokens_,
+      // Without a result (client gone first) what was streamed is all that is known.
+      engine_done_ ? generated_tokens_ : static_cast<int>(streamed_tokens_), ms, finish_reason_,
+      GrpcCodeName(status.error_code()), status.ok() ? "" : " ", status.error_message());
+}
+
+}  // namespace textgen::server

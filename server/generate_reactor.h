@@ -1,0 +1,93 @@
+// One Generate stream: adapts the engine's GenerationSink (called on the scheduler thread,
+// which must never block) to a gRPC server-streaming reactor with at most one write in flight.
+//
+// Deltas are queued under a mutex (merged into one pending message while a write is in
+// flight, so a slow client costs one growing message, not a backlog of them); OnWriteDone
+// starts the next write; once the engine's result is queued and written, Finish(OK). If the
+// client goes away (cancel, deadline, disconnect, failed write) the engine request is
+// cancelled and the stream finishes at once without writing.
+//
+// Lifetime: two parties hold the reactor through shared_ptrs: gRPC (dropped in OnDone) and the
+// engine's sink (dropped when the engine releases the sink after its OnDone). Whichever
+// finishes last frees it.
+#ifndef TEXTGEN_SERVER_GENERATE_REACTOR_H_
+#define TEXTGEN_SERVER_GENERATE_REACTOR_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "engine/scheduler/engine.h"
+#include "server/request_convert.h"
+#include "textgen/v1/textgen.pb.h"
+
+namespace textgen::server {
+
+class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  // Converts and submits the request; on any error the stream finishes with that status.
+  // The returned pointer is handed to gRPC, which owns it until OnDone.
+  static GenerateReactor* Start(Engine* engine, const RequestLimits& limits,
+                                grpc::CallbackServerContext* context,
+                                const v1::GenerateRequest* request);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  class Sink;
+
+  GenerateReactor(Engine* engine, const v1::GenerateRequest& request);
+
+  // Scheduler thread (through Sink).
+  void HandleDelta(const StreamDelta& delta);
+  void HandleResult(absl::StatusOr<GenerationResult> result);
+
+  // Starts the next write, or finishes the stream, if nothing is in flight and there is
+  // something to do. Called without mu_ held; the decision is taken under it, the gRPC call
+  // made after it (a reaction may run on another thread before StartWrite returns).
+  void Pump();
+  // Client gone: stop the engine request (it frees its KV blocks at the next step).
+  void CancelEngineRequest();
+  void LogCompletion(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Engine* const engine_;
+  const Tokenizer& tokenizer_;
+  const std::chrono::steady_clock::time_point start_;
+  // For the completion log line.
+  const std::string session_id_;
+  const std::string method_;
+
+  // gRPC's reference; reset in OnDone.
+  std::shared_ptr<GenerateReactor> self_;
+
+  absl::Mutex mu_;
+  std::optional<uint64_t> engine_id_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool engine_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  // What the stream carried so far (to complete a beam answer in the final message).
+  size_t streamed_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string streamed_text_ ABSL_GUARDED_BY(mu_);
+  // Summary for the log line.
+  int prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int generated_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int cached_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string finish_reason_ ABSL_GUARDED_BY(mu_) = "none";
+  // The message being written; touched only by whoever set write_in_flight_.
+  v1::GenerateResponse current_;
+};
+
+}  // namespace textgen::server
+
+#endif  // TEXTGEN_SERVER_GENERATE_REACTOR_H_

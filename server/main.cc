@@ -1,0 +1,210 @@
+// textgen-server: the gRPC front end. The only place that reads flags and the environment.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/textgen_server.h"
+#include "spdlog/spdlog.h"
+
+namespace textgen::server {
+namespace {
+
+constexpr char kUsage[] = R"(Usage: textgen-server [flags]
+
+Serves textgen.v1.TextGeneration over gRPC (plus grpc.health.v1.Health and server reflection).
+Flags take a value as "--flag VALUE" or "--flag=VALUE".
+
+  --model PATH                 GGUF file or Hugging Face directory
+                               (default $TEXTGEN_MODELS/stories260K.gguf, else
+                               models/stories260K.gguf)
+  --listen HOST:PORT           address to listen on (default 127.0.0.1:50051; port 0 = any)
+  --threads N                  compute threads (0 = chosen from the model size; default 0)
+  --kv-cache-mib N             KV cache pool size in MiB (default 256)
+  --kv-blocks N                KV cache pool size in blocks; overrides --kv-cache-mib
+  --kv-block-size N            tokens per KV block (default 16)
+  --max-queued N               requests waiting for admission before Generate fails with
+                               RESOURCE_EXHAUSTED (default 64)
+  --max-active N               requests decoded together in one batch (default 64)
+  --max-sessions N             conversations kept at once (default 1024)
+  --session-ttl SECONDS        an unused session is deleted after this long (default 600)
+  --default-max-new-tokens N   used when a request leaves max_new_tokens at 0; such requests
+                               stop at the context limit instead of failing (default 256)
+  --max-max-new-tokens N       largest max_new_tokens a request may ask for (default 4096)
+  --shutdown-grace SECONDS     on SIGTERM/SIGINT, in-flight streams get this long to finish
+                               before they are cancelled (default 10)
+  --log-level LEVEL            debug, info, warn or error (default info)
+  --help                       this text
+)";
+
+struct Flags {
+  ServerOptions options;
+  spdlog::level::level_enum log_level = spdlog::level::info;
+};
+
+std::string DefaultModelPath() {
+  const char* env = std::getenv("TEXTGEN_MODELS");
+  if (env != nullptr && *env != '\0') return absl::StrCat(env, "/stories260K.gguf");
+  return "models/stories260K.gguf";
+}
+
+[[noreturn]] void UsageError(const std::string& message) {
+  std::fprintf(stderr, "textgen-server: %s\n(see --help)\n", message.c_str());
+  std::exit(2);
+}
+
+int64_t ParseInt(const std::string& flag, const std::string& value, int64_t min, int64_t max) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(value, &v) || v < min || v > max) {
+    UsageError(
+        absl::StrCat(flag, " must be an integer in [", min, ", ", max, "], got \"", value, "\""));
+  }
+  return v;
+}
+
+double ParseSeconds(const std::string& flag, const std::string& value) {
+  double v = 0;
+  if (!absl::SimpleAtod(value, &v) || !(v >= 0) || v > 1e9) {
+    UsageError(absl::StrCat(flag, " must be a number of seconds >= 0, got \"", value, "\""));
+  }
+  return v;
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  ServerOptions& o = f.options;
+  o.engine.model_path = DefaultModelPath();
+  constexpr int64_t kIntMax = 0x7fffffff;
+  using Setter = std::function<void(const std::string& flag, const std::string& value)>;
+  const std::map<std::string, Setter> setters = {
+      {"--model", [&](auto&, auto& v) { o.engine.model_path = v; }},
+      {"--listen", [&](auto&, auto& v) { o.listen = v; }},
+      {"--threads",
+       [&](auto& n, auto& v) {
+         o.engine.model.threads = static_cast<int>(ParseInt(n, v, 0, 1024));
+       }},
+      {"--kv-cache-mib",
+       [&](auto& n, auto& v) { o.engine.kv_cache_mib = ParseInt(n, v, 1, 1 << 24); }},
+      {"--kv-blocks",
+       [&](auto& n, auto& v) {
+         o.engine.kv_blocks = static_cast<int>(ParseInt(n, v, 1, kIntMax));
+       }},
+      {"--kv-block-size",
+       [&](auto& n, auto& v) {
+         o.engine.kv_block_size = static_cast<int>(ParseInt(n, v, 1, 4096));
+       }},
+      {"--max-queued",
+       [&](auto& n, auto& v) {
+         o.engine.max_queued_requests = static_cast<int>(ParseInt(n, v, 0, kIntMax));
+       }},
+      {"--max-active",
+       [&](auto& n, auto& v) {
+         o.engine.max_active_requests = static_cast<int>(ParseInt(n, v, 1, kIntMax));
+       }},
+      {"--max-sessions",
+       [&](auto& n, auto& v) {
+         o.engine.max_sessions = static_cast<int>(ParseInt(n, v, 0, kIntMax));
+       }},
+      {"--session-ttl",
+       [&](auto& n, auto& v) { o.engine.session_ttl = absl::Seconds(ParseSeconds(n, v)); }},
+      {"--default-max-new-tokens",
+       [&](auto& n, auto& v) {
+         o.limits.default_max_new_tokens = static_cast<int>(ParseInt(n, v, 1, kIntMax));
+       }},
+      {"--max-max-new-tokens",
+       [&](auto& n, auto& v) {
+         o.limits.max_max_new_tokens = static_cast<int>(ParseInt(n, v, 1, kIntMax));
+       }},
+      {"--shutdown-grace",
+       [&](auto& n, auto& v) { o.shutdown_grace = absl::Seconds(ParseSeconds(n, v)); }},
+      {"--log-level",
+       [&](auto& n, auto& v) {
+         if (v == "debug") {
+           f.log_level = spdlog::level::debug;
+         } else if (v == "info") {
+           f.log_level = spdlog::level::info;
+         } else if (v == "warn") {
+           f.log_level = spdlog::level::warn;
+         } else if (v == "error") {
+           f.log_level = spdlog::level::err;
+         } else {
+           UsageError(absl::StrCat(n, " must be debug, info, warn or error, got \"", v, "\""));
+         }
+       }},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg.resize(eq);
+      has_value = true;
+    }
+    auto it = setters.find(arg);
+    if (it == setters.end()) UsageError(absl::StrCat("unknown flag ", arg));
+    if (!has_value) {
+      if (i + 1 >= argc) UsageError(absl::StrCat(arg, " needs a value"));
+      value = argv[++i];
+    }
+    it->second(arg, value);
+  }
+  if (o.limits.default_max_new_tokens > o.limits.max_max_new_tokens) {
+    UsageError(absl::StrCat("--default-max-new-tokens (", o.limits.default_max_new_tokens,
+                            ") must not exceed --max-max-new-tokens (", o.limits.max_max_new_tokens,
+                            ")"));
+  }
+  return f;
+}
+
+int Main(int argc, char** argv) {
+  Flags flags = ParseFlags(argc, argv);
+  spdlog::set_level(flags.log_level);
+
+  // Block the shutdown signals in every thread (threads inherit the mask, so this comes before
+  // the engine and gRPC start theirs); this thread then takes them synchronously with sigwait,
+  // so no work ever runs inside a signal handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  if (pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) {
+    spdlog::error("cannot block SIGTERM/SIGINT");
+    return 1;
+  }
+
+  // Registers the reflection service with every server built from here on.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  auto server = TextgenServer::Start(flags.options);
+  if (!server.ok()) {
+    spdlog::error("cannot start: {}", server.status().ToString());
+    return 1;
+  }
+  int sig = 0;
+  while (sigwait(&signals, &sig) != 0) {
+  }
+  spdlog::info("{} received: draining (grace {})", strsignal(sig),
+               absl::FormatDuration(flags.options.shutdown_grace));
+  (*server)->Shutdown(flags.options.shutdown_grace);
+  server->reset();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace textgen::server
+
+int main(int argc, char** argv) { return textgen::server::Main(argc, argv); }

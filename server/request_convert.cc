@@ -1,0 +1,119 @@
+#include "server/request_convert.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace textgen::server {
+namespace {
+
+// Proto3 enums are open: a newer client can send a value this server does not know.
+absl::StatusOr<DecodingMethod> ToMethod(v1::DecodingMethod m) {
+  switch (m) {
+    case v1::GREEDY:
+      return DecodingMethod::kGreedy;
+    case v1::SAMPLE:
+      return DecodingMethod::kSample;
+    case v1::BEAM:
+      return DecodingMethod::kBeam;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("method: unknown value ", m));
+  }
+}
+
+absl::StatusOr<EarlyStopping> ToEarlyStopping(v1::EarlyStopping e) {
+  switch (e) {
+    case v1::HEURISTIC:
+      return EarlyStopping::kHeuristic;
+    case v1::EARLY:
+      return EarlyStopping::kEarly;
+    case v1::NEVER:
+      return EarlyStopping::kNever;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("early_stopping: unknown value ", e));
+  }
+}
+
+absl::StatusOr<ContextOverflow> ToContextOverflow(v1::ContextOverflow c) {
+  switch (c) {
+    case v1::CONTEXT_OVERFLOW_ERROR:
+      return ContextOverflow::kError;
+    case v1::CONTEXT_OVERFLOW_SLIDE:
+      return ContextOverflow::kSlide;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("context_overflow: unknown value ", c));
+  }
+}
+
+// uint32 fields checked against int before narrowing, so 2^31 and above cannot wrap negative
+// and slip past the engine's range checks.
+int ClampToInt(uint32_t v) { return v > 0x7fffffffu ? 0x7fffffff : static_cast<int>(v); }
+
+}  // namespace
+
+absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request,
+                                              const RequestLimits& limits) {
+  EngineRequest out;
+  const bool has_text = !request.prompt().empty();
+  const bool has_ids = request.prompt_ids_size() > 0;
+  if (has_text == has_ids) {
+    return absl::InvalidArgumentError("exactly one of prompt and prompt_ids must be set");
+  }
+  if (has_text) {
+    out.prompt_text = request.prompt();
+  } else {
+    out.prompt_ids.assign(request.prompt_ids().begin(), request.prompt_ids().end());
+  }
+  if (request.has_add_bos()) out.add_bos = request.add_bos();
+  out.session_id = request.session_id();
+
+  DecodingOptions& d = out.decoding;
+  auto method = ToMethod(request.method());
+  if (!method.ok()) return method.status();
+  d.method = *method;
+
+  if (request.max_new_tokens() == 0) {
+    d.max_new_tokens = limits.default_max_new_tokens;
+    // The client did not ask for a length, so a long prompt should not make the request
+    // invalid: generate until the context is full instead.
+    d.stop_at_context_limit = true;
+  } else if (request.max_new_tokens() > static_cast<uint32_t>(limits.max_max_new_tokens)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_new_tokens must be in [1, ", limits.max_max_new_tokens, "] (0 = default ",
+                     limits.default_max_new_tokens, "), got ", request.max_new_tokens()));
+  } else {
+    d.max_new_tokens = static_cast<int>(request.max_new_tokens());
+  }
+
+  d.use_cache = request.has_use_cache() ? request.use_cache() : true;
+  d.ignore_eos = request.ignore_eos();
+  d.stop.assign(request.stop().begin(), request.stop().end());
+  d.top_logprobs = ClampToInt(request.top_logprobs());
+  auto overflow = ToContextOverflow(request.context_overflow());
+  if (!overflow.ok()) return overflow.status();
+  d.context_overflow = *overflow;
+  d.n_keep = ClampToInt(request.n_keep());
+
+  SamplingParams& s = d.sampling;
+  s.temperature = request.temperature();
+  s.top_k = ClampToInt(request.top_k());
+  s.top_p = request.top_p() == 0.0f ? 1.0f : request.top_p();
+  s.min_p = request.min_p();
+  s.repetition_penalty = request.repetition_penalty() == 0.0f ? 1.0f : request.repetition_penalty();
+  if (request.has_seed()) s.seed = request.seed();
+
+  BeamSearchOptions& b = d.beam;
+  // Only beam search reads num_beams; 0 means the proto default of one beam.
+  b.num_beams = request.num_beams() == 0 ? 1 : ClampToInt(request.num_beams());
+  b.length_penalty = request.has_length_penalty() ? request.length_penalty() : 1.0f;
+  auto early = ToEarlyStopping(request.early_stopping());
+  if (!early.ok()) return early.status();
+  b.early_stopping = *early;
+  b.num_return_sequences =
+      request.num_return_sequences() == 0 ? 1 : ClampToInt(request.num_return_sequences());
+  b.max_new_tokens = d.max_new_tokens;
+  b.ignore_eos = d.ignore_eos;
+  return out;
+}
+
+}  // namespace textgen::server

@@ -1,0 +1,23 @@
+// Everything textgen-server is configured with; main fills it from the command line.
+#ifndef TEXTGEN_SERVER_SERVER_OPTIONS_H_
+#define TEXTGEN_SERVER_SERVER_OPTIONS_H_
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "engine/scheduler/engine.h"
+#include "server/request_convert.h"
+
+namespace textgen::server {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50051";  // HOST:PORT; port 0 picks a free one
+  EngineOptions engine;
+  RequestLimits limits;
+  // On SIGTERM, in-flight streams get this long to finish before they are cancelled.
+  absl::Duration shutdown_grace = absl::Seconds(10);
+};
+
+}  // namespace textgen::server
+
+#endif  // TEXTGEN_SERVER_SERVER_OPTIONS_H_

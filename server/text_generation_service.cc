@@ -1,0 +1,90 @@
+#include "server/text_generation_service.h"
+
+#include <string>
+
+#include "engine/format/dtype.h"
+#include "server/generate_reactor.h"
+#include "server/response_convert.h"
+#include "server/status_convert.h"
+#include "spdlog/spdlog.h"
+
+namespace textgen::server {
+namespace {
+
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      const grpc::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+}  // namespace
+
+TextGenerationService::TextGenerationService(Engine* engine, RequestLimits limits,
+                                             int kv_block_size)
+    : engine_(engine), limits_(limits), kv_block_size_(kv_block_size) {}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  return GenerateReactor::Start(engine_, limits_, context, request);
+}
+
+grpc::ServerUnaryReactor* TextGenerationService::Tokenize(grpc::CallbackServerContext* context,
+                                                          const v1::TokenizeRequest* request,
+                                                          v1::TokenizeResponse* response) {
+  const Tokenizer& tok = engine_->model().tokenizer();
+  // Same rule as a Generate prompt: BOS only when the model uses it.
+  for (int32_t id : tok.Encode(request->text(), request->add_special() && tok.add_bos())) {
+    response->add_ids(id);
+    response->add_pieces(ValidUtf8(tok.TokenBytes(id)));
+  }
+  return FinishUnary(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(
+    grpc::CallbackServerContext* context, const v1::GetModelInfoRequest* request,
+    v1::ModelInfo* response) {
+  const Model& model = engine_->model();
+  const ModelConfig& c = model.config();
+  const EngineStats stats = engine_->Stats();
+  response->set_name(ValidUtf8(c.name));
+  response->set_architecture(ValidUtf8(c.architecture));
+  response->set_vocab_size(static_cast<uint32_t>(c.n_vocab));
+  response->set_context_length(static_cast<uint32_t>(c.n_ctx));
+  response->set_bos_id(model.tokenizer().bos_id());
+  response->set_eos_id(model.tokenizer().eos_id());
+  response->set_weight_type(std::string(DTypeName(c.weight_type)));
+  response->set_kv_block_size(static_cast<uint32_t>(kv_block_size_));
+  response->set_kv_blocks_total(static_cast<uint32_t>(stats.kv_blocks_total));
+  response->set_kv_blocks_free(static_cast<uint32_t>(stats.kv_blocks_free));
+  response->set_embedding_length(static_cast<uint32_t>(c.n_embd));
+  response->set_block_count(static_cast<uint32_t>(c.n_layers));
+  response->set_head_count(static_cast<uint32_t>(c.n_heads));
+  response->set_head_count_kv(static_cast<uint32_t>(c.n_kv_heads));
+  response->set_format(model.format());
+  return FinishUnary(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* TextGenerationService::CreateSession(
+    grpc::CallbackServerContext* context, const v1::CreateSessionRequest* request,
+    v1::Session* response) {
+  absl::StatusOr<std::string> id = engine_->CreateSession(request->session_id());
+  if (!id.ok()) {
+    spdlog::info("create_session requested={} status={}", ValidUtf8(request->session_id()),
+                 id.status().ToString());
+    return FinishUnary(context, ToGrpcStatus(id.status()));
+  }
+  response->set_session_id(*id);
+  spdlog::info("create_session id={}", *id);
+  return FinishUnary(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* TextGenerationService::DeleteSession(
+    grpc::CallbackServerContext* context, const v1::DeleteSessionRequest* request,
+    v1::DeleteSessionResponse* response) {
+  absl::Status st = engine_->DeleteSession(request->session_id());
+  spdlog::info("delete_session id={} status={}", ValidUtf8(request->session_id()), st.ToString());
+  return FinishUnary(context, ToGrpcStatus(st));
+}
+
+}  // namespace textgen::server

@@ -1,0 +1,108 @@
+// The server as a process: health, reflection, model info, and SIGTERM with streams in flight.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+
+#include "tests/server/server_test_util.h"
+
+namespace textgen::testing {
+namespace {
+
+TEST_CASE("health reports SERVING for the server and the service", "[server][lifecycle]") {
+  ServerProcess& server = SharedServer();
+  for (const std::string service : {"", "textgen.v1.TextGeneration"}) {
+    INFO("service \"" << service << "\"");
+    HealthReply h = CheckHealth(*server.channel(), service);
+    INFO(h.error);
+    REQUIRE(h.ok);
+    CHECK(h.state == HealthState::kServing);
+  }
+}
+
+TEST_CASE("server reflection lists the services", "[server][lifecycle]") {
+  std::vector<std::string> names = ListServicesViaReflection(*SharedServer().channel());
+  CHECK_THAT(names, Catch::VectorContains(std::string("textgen.v1.TextGeneration")));
+  CHECK_THAT(names, Catch::VectorContains(std::string("grpc.health.v1.Health")));
+}
+
+TEST_CASE("GetModelInfo describes stories260K and the KV pool", "[server][lifecycle]") {
+  auto stub = NewStub(SharedServer());
+  const v1::ModelInfo info = GetInfo(*stub);
+  CHECK(info.architecture() == "llama");
+  CHECK(info.vocab_size() == 512);
+  CHECK(info.context_length() > 0);
+  CHECK(info.bos_id() == 1);
+  CHECK(info.eos_id() == 2);
+  CHECK(info.weight_type() == "F32");
+  CHECK(info.format() == "gguf");
+  CHECK(info.kv_block_size() == 16);
+  CHECK(info.kv_blocks_total() > 0);
+  CHECK(info.kv_blocks_free() <= info.kv_blocks_total());
+  CHECK(info.embedding_length() > 0);
+  CHECK(info.block_count() == 5);
+  CHECK(info.head_count() > 0);
+  CHECK(info.head_count_kv() > 0);
+}
+
+TEST_CASE("SIGTERM with an endless stream in flight: exit 0 once the grace has passed",
+          "[server][lifecycle]") {
+  ServerProcessOptions o;
+  o.extra_args = {"--shutdown-grace",       "2",           "--max-max-new-tokens",
+                  std::to_string(kEndless), "--log-level", "warn"};
+  ServerProcess server(o);
+  auto stub = NewStub(server);
+  v1::GenerateRequest endless;
+  endless.set_prompt("Once upon a time");
+  endless.set_max_new_tokens(kEndless);
+  endless.set_ignore_eos(true);
+  endless.set_context_overflow(v1::CONTEXT_OVERFLOW_SLIDE);
+
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, endless);
+  v1::GenerateResponse msg;
+  REQUIRE(reader->Read(&msg));  // in flight
+
+  const auto start = std::chrono::steady_clock::now();
+  const int code = server.Stop(std::chrono::seconds(10));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(code == 0);
+  CHECK(seconds < 2.0 + 1.5);  // the grace plus a margin for the engine to stop
+  while (reader->Read(&msg)) {
+  }
+  const grpc::Status st = reader->Finish();
+  INFO(st.error_code() << ": " << st.error_message());
+  CHECK(!st.ok());  // cut short by the shutdown
+}
+
+TEST_CASE("SIGTERM with a short stream in flight lets it complete", "[server][lifecycle]") {
+  ServerProcessOptions o;
+  o.extra_args = {"--shutdown-grace", "5", "--log-level", "warn"};
+  ServerProcess server(o);
+  auto stub = NewStub(server);
+  v1::GenerateRequest req;
+  req.set_prompt("Once upon a time");
+  req.set_max_new_tokens(200);
+  // Slow on purpose (every step recomputes the whole sequence) so SIGTERM lands mid-stream.
+  req.set_use_cache(false);
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, req);
+  v1::GenerateResponse msg;
+  REQUIRE(reader->Read(&msg));
+  ::kill(server.pid(), SIGTERM);
+  int tokens = msg.tokens_size();
+  v1::GenerateResponse last;
+  while (reader->Read(&msg)) {
+    tokens += msg.tokens_size();
+    last = msg;
+  }
+  const grpc::Status st = reader->Finish();
+  INFO(st.error_code() << ": " << st.error_message());
+  CHECK(st.ok());
+  CHECK(last.finish_reason() != v1::FINISH_REASON_UNSPECIFIED);
+  CHECK(last.finish_reason() != v1::CANCELLED);
+  CHECK(server.Stop() == 0);
+}
+
+}  // namespace
+}  // namespace textgen::testing

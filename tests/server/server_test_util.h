@@ -1,0 +1,119 @@
+// Helpers shared by the end-to-end server tests (header-only: the test glob compiles only
+// *_test.cc files).
+#ifndef TEXTGEN_TESTS_SERVER_SERVER_TEST_UTIL_H_
+#define TEXTGEN_TESTS_SERVER_SERVER_TEST_UTIL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/server_process.h"
+#include "tests/test_util.h"
+#include "textgen/v1/textgen.grpc.pb.h"
+
+namespace textgen::testing {
+
+namespace v1 = ::textgen::v1;
+
+// Generation long enough to be cut short by a cancel, deadline or shutdown: a sliding window
+// keeps going for this many tokens (tens of seconds on stories260K).
+inline constexpr uint32_t kEndless = 1000000;
+
+// One server per test process, started on first use with limits the tests rely on. (ctest runs
+// each test case in its own process; startup takes well under a second.)
+inline ServerProcess& SharedServer() {
+  // Stopped with SIGTERM by the static destructor when the test process exits.
+  static std::unique_ptr<ServerProcess> server = [] {
+    ServerProcessOptions o;
+    o.extra_args = {"--max-max-new-tokens", std::to_string(kEndless), "--log-level", "info"};
+    return std::make_unique<ServerProcess>(o);
+  }();
+  return *server;
+}
+
+inline std::unique_ptr<v1::TextGeneration::Stub> NewStub(const ServerProcess& server) {
+  return v1::TextGeneration::NewStub(server.channel());
+}
+
+// Everything one Generate call returned.
+struct StreamResult {
+  grpc::Status status;
+  std::vector<v1::GenerateResponse> messages;
+  std::vector<int32_t> ids;  // every streamed token id, in order
+  std::string text;          // every streamed text delta, concatenated
+  v1::GenerateResponse last;
+};
+
+// Runs Generate to its end. `deadline_ms` > 0 sets a deadline.
+inline StreamResult RunGenerate(v1::TextGeneration::Stub& stub, const v1::GenerateRequest& req,
+                                int deadline_ms = 30000) {
+  grpc::ClientContext ctx;
+  if (deadline_ms > 0) {
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+  }
+  auto reader = stub.Generate(&ctx, req);
+  StreamResult r;
+  v1::GenerateResponse msg;
+  while (reader->Read(&msg)) {
+    for (const auto& t : msg.tokens()) r.ids.push_back(t.id());
+    r.text += msg.text();
+    r.messages.push_back(msg);
+  }
+  r.status = reader->Finish();
+  if (!r.messages.empty()) r.last = r.messages.back();
+  return r;
+}
+
+inline v1::ModelInfo GetInfo(v1::TextGeneration::Stub& stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::ModelInfo info;
+  grpc::Status st = stub.GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
+  REQUIRE(st.ok());
+  return info;
+}
+
+// Polls GetModelInfo until kv_blocks_free == want (blocks are freed at the engine's next
+// step boundary after a cancel); returns the last value seen.
+inline uint32_t WaitForFreeBlocks(v1::TextGeneration::Stub& stub, uint32_t want,
+                                  int timeout_ms = 5000) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  uint32_t free = 0;
+  while (true) {
+    free = GetInfo(stub).kv_blocks_free();
+    if (free == want || std::chrono::steady_clock::now() >= deadline) return free;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// The llama.cpp greedy reference for stories260K (see ../shared/reference/README.md).
+struct ReferenceCase {
+  std::string prompt;
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> generated_ids;
+  std::string text;
+};
+
+inline std::vector<ReferenceCase> LoadReference(int* n_predict) {
+  auto j = nlohmann::json::parse(ReadFile(ReferenceDir() + "/stories260K.greedy.json"));
+  *n_predict = j.at("n_predict").get<int>();
+  std::vector<ReferenceCase> cases;
+  for (const auto& c : j.at("cases")) {
+    cases.push_back(
+        {c.at("prompt").get<std::string>(), c.at("prompt_ids").get<std::vector<int32_t>>(),
+         c.at("generated_ids").get<std::vector<int32_t>>(), c.at("text").get<std::string>()});
+  }
+  REQUIRE(!cases.empty());
+  return cases;
+}
+
+}  // namespace textgen::testing
+
+#endif  // TEXTGEN_TESTS_SERVER_SERVER_TEST_UTIL_H_

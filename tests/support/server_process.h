@@ -1,0 +1,87 @@
+// A textgen-server child process on a free loopback port, for end-to-end tests: started from
+// $TEXTGEN_BIN_DIR, ready once the standard gRPC health check reports SERVING, stopped with
+// SIGTERM (the production shutdown path) when the object goes away.
+#ifndef TEXTGEN_TESTS_SUPPORT_SERVER_PROCESS_H_
+#define TEXTGEN_TESTS_SUPPORT_SERVER_PROCESS_H_
+
+#include <grpcpp/grpcpp.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace textgen::testing {
+
+struct ServerProcessOptions {
+  // Model file or directory; empty = ModelPath("stories260K.gguf").
+  std::string model;
+  // Appended after --model and --listen, e.g. {"--max-queued", "1"}.
+  std::vector<std::string> extra_args;
+  // How long to wait for SERVING before failing the test.
+  std::chrono::milliseconds startup_timeout{30000};
+};
+
+// Health states as the standard protocol numbers them (grpc.health.v1).
+enum class HealthState { kUnknown = 0, kServing = 1, kNotServing = 2, kServiceUnknown = 3 };
+
+// One Check call; nullopt-like kUnknown plus `ok == false` when the RPC itself failed.
+struct HealthReply {
+  bool ok = false;  // the RPC succeeded
+  HealthState state = HealthState::kUnknown;
+  std::string error;  // the RPC's error when !ok
+};
+HealthReply CheckHealth(grpc::Channel& channel, const std::string& service,
+                        std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
+
+// Names the services the server's reflection lists (FAILs the test if the call fails).
+std::vector<std::string> ListServicesViaReflection(grpc::Channel& channel);
+
+class ServerProcess {
+ public:
+  // Starts the server and waits until it serves; FAILs the test (with the server's log) if it
+  // cannot. Retries on a fresh port when the chosen one was taken in between.
+  explicit ServerProcess(ServerProcessOptions options = {});
+  // Stop() unless already stopped.
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  // "127.0.0.1:PORT".
+  const std::string& address() const { return address_; }
+  // A channel to the server, shared by every caller (gRPC channels are thread-safe).
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+  // A fresh channel (its own connection), e.g. to test many connections.
+  std::shared_ptr<grpc::Channel> NewChannel() const;
+  pid_t pid() const { return pid_; }
+
+  // Sends SIGTERM and waits up to `timeout` for the exit. Returns the exit code, 128 + signal
+  // if a signal ended it, or -1 if it had to be killed (SIGKILL) after the timeout. A second
+  // call returns the first result. With TEXTGEN_TEST_SERVER_LOG=1 the server's log is printed.
+  int Stop(std::chrono::milliseconds timeout = std::chrono::milliseconds(20000));
+  // Whether the process is still running (reaps it if it has exited).
+  bool Running();
+  // Everything the server wrote to stdout / stderr so far.
+  std::string Log() const;
+
+ private:
+  // One attempt on one port; false (child reaped) if the server exited or never served.
+  bool TryStart(const ServerProcessOptions& options, std::string* why);
+  // Waits for the child (WNOHANG polling until `deadline`); true when it exited.
+  bool WaitExit(std::chrono::steady_clock::time_point deadline);
+
+  std::string address_;
+  std::string log_path_;
+  std::shared_ptr<grpc::Channel> channel_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int exit_code_ = -1;
+};
+
+// Picks a loopback port that is free right now (bind to port 0, read it back, close).
+int PickFreePort();
+
+}  // namespace textgen::testing
+
+#endif  // TEXTGEN_TESTS_SUPPORT_SERVER_PROCESS_H_
