@@ -21,6 +21,7 @@ Subcommands:
   tokenize   the model's token ids and pieces of --text
   info       the served model's ModelInfo
   health     grpc.health.v1 Check; exits 0 iff SERVING
+  session    create (--create [--id ID]) or delete (--delete ID) a server-side session
   load       concurrent streams: requests/s, tokens/s, TTFT and inter-token latency
 
 `textgen-client SUBCOMMAND --help` lists a subcommand's flags. Exit status: 0 success, 1 an error
@@ -47,5 +48,6 @@ int main(int argc, char** argv) {
   if (command == "info") return RunInfo(args);
   if (command == "health") return RunHealth(args);
   if (command == "load") return RunLoad(args);
+  if (command == "session") return RunSession(args);
   UsageError("unknown subcommand '" + command + "' (see --help)");
 }

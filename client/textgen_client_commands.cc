@@ -319,3 +319,51 @@ int RunHealth(const std::vector<std::string>& args) {
 }
 
 }  // namespace textgen::client
+
+namespace textgen::client {
+namespace {
+
+constexpr char kSessionUsage[] = R"(textgen-client session: create or delete a server-side session.
+
+Usage: textgen-client session --create [--id ID]
+       textgen-client session --delete ID
+
+--create prints the new session's id (32 hex characters); --id chooses it (128 random bits, so
+that a load balancer hashing on x-session-id sends every call to the replica that holds it).
+Use the id with `generate --session ID`.
+  --create                create a session
+  --id ID                 with --create: the client-chosen id
+  --delete ID             delete that session and free its cache
+)";
+
+}  // namespace
+
+int RunSession(const std::vector<std::string>& args) {
+  ConnectionOptions conn;
+  bool create = false;
+  std::string id, del;
+  FlagReader r(args, std::string(kSessionUsage) + "\n" + kConnectionFlagsHelp);
+  while (r.Next()) {
+    if (ParseConnectionFlag(r, &conn)) continue;
+    if (r.flag() == "--create") {
+      create = true;
+    } else if (r.flag() == "--id") {
+      id = r.Value();
+    } else if (r.flag() == "--delete") {
+      del = r.Value();
+    } else {
+      r.Unknown();
+    }
+  }
+  if (create == !del.empty()) UsageError("session: give exactly one of --create and --delete");
+  auto stub = v1::TextGeneration::NewStub(MakeChannel(conn));
+  if (create) {
+    if (grpc::Status s = CreateSession(*stub, conn, &id); !s.ok()) return ReportError(s);
+    WriteOut(id + "\n");
+    return 0;
+  }
+  if (grpc::Status s = DeleteSession(*stub, conn, del); !s.ok()) return ReportError(s);
+  return 0;
+}
+
+}  // namespace textgen::client

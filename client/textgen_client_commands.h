@@ -13,6 +13,7 @@ int RunChat(const std::vector<std::string>& args);
 int RunTokenize(const std::vector<std::string>& args);
 int RunInfo(const std::vector<std::string>& args);
 int RunHealth(const std::vector<std::string>& args);
+int RunSession(const std::vector<std::string>& args);
 // In textgen_client_load.cc.
 int RunLoad(const std::vector<std::string>& args);
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/server_process.h"
@@ -164,6 +165,34 @@ TEST_CASE("textgen-client chat keeps a session across turns", "[cli][server]") {
   // After /reset the same first turn in a fresh session gives the same greedy answer.
   CHECK(lines[0] == lines[2]);
   CHECK_THAT(lines[0], Catch::Contains("there was a little girl"));
+}
+
+TEST_CASE("textgen-client session creates and deletes sessions for generate", "[cli][server]") {
+  testing::ServerProcess server(QuickStop());
+  const std::string at = " --server " + server.address();
+  RunResult created = Client("session --create" + at);
+  REQUIRE(created.exit_code == 0);
+  const std::string id = std::string(absl::StripAsciiWhitespace(created.out));
+  CHECK(id.size() == 32);
+  const std::string mine = "00112233445566778899aabbccddeeff";
+  RunResult chosen = Client("session --create --id " + mine + at);
+  REQUIRE(chosen.exit_code == 0);
+  CHECK(absl::StripAsciiWhitespace(chosen.out) == mine);
+  CHECK(Client("session --create --id " + mine + at, true).exit_code == 1);  // taken
+  for (const char* turn : {"'Once upon a time'", "' Then she'"}) {
+    RunResult g = Client("generate --session " + id + " --prompt " + turn +
+                         " --max-new-tokens 8 --json" + at);
+    REQUIRE(g.exit_code == 0);
+  }
+  RunResult second =
+      Client("generate --session " + id + " --prompt ' And' --max-new-tokens 4 --json" + at);
+  REQUIRE(second.exit_code == 0);
+  CHECK_THAT(second.out, Catch::Contains("cached"));
+  REQUIRE(Client("session --delete " + id + at).exit_code == 0);
+  RunResult gone = Client("generate --session " + id + " --prompt x" + at, true);
+  CHECK(gone.exit_code == 1);
+  CHECK_THAT(gone.out, Catch::Contains("NOT_FOUND"));
+  CHECK(Client("session" + at, true).exit_code == 2);
 }
 
 TEST_CASE("textgen-client load reports throughput and latency", "[cli][server]") {
