@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 model="${1:-${TEXTGEN_MODELS:-$(cd .. && pwd)/shared/models}/stories260K.gguf}"
 port=$((50000 + RANDOM % 10000))
 addr="127.0.0.1:$port"
-bin=build/bin
+bin="${TEXTGEN_BIN_DIR:-build/bin}"
 "$bin/textgen-server" --model "$model" --listen "$addr" --log-level warn &
 server=$!
 trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
@@ -27,9 +27,10 @@ def g(*keys):
     for k in keys:
         v = v.get(k, {}) if isinstance(v, dict) else {}
     return v if v != {} else float('nan')
-print(f"| {sys.argv[1]} | {g('requests_per_s'):.1f} | {g('tokens_per_s'):.0f} | "
-      f"{g('ttft_ms','p50'):.2f} / {g('ttft_ms','p99'):.2f} | "
-      f"{g('inter_token_ms','p50'):.3f} / {g('inter_token_ms','p99'):.3f} | {g('errors_total')} |")
+print(f"| {sys.argv[1]} | {g('requests_per_s'):.1f} | {g('generated_tokens_per_s'):.0f} | "
+      f"{g('time_to_first_token_ms','p50'):.2f} / {g('time_to_first_token_ms','p99'):.2f} | "
+      f"{g('inter_token_latency_ms','p50'):.3f} / {g('inter_token_latency_ms','p99'):.3f} | "
+      f"{g('errors_total')} |")
 PY
 done
 

@@ -2,8 +2,11 @@
 // against the final message, beam hypotheses, many concurrent streams.
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
+#include "nlohmann/json.hpp"
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
@@ -109,6 +112,30 @@ TEST_CASE("beam search returns num_return_sequences hypotheses, best first", "[s
   const v1::Hypothesis& best = r.last.hypotheses(0);
   CHECK(r.ids == std::vector<int32_t>(best.ids().begin(), best.ids().end()));
   CHECK(r.text == best.text());
+
+  // The same hypotheses as the engine run offline (textgen-run) with the same parameters.
+  const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
+  REQUIRE(bin_dir != nullptr);
+  const std::string cmd = std::string(bin_dir) + "/textgen-run --model '" +
+                          ModelPath("stories260K.gguf") +
+                          "' --prompt 'Once upon a time' --beams 4 --num-return 2"
+                          " --max-new-tokens 24 --json 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  REQUIRE(pclose(p) == 0);
+  nlohmann::json offline = nlohmann::json::parse(out);
+  REQUIRE(offline["hypotheses"].size() == 2);
+  for (int i = 0; i < 2; ++i) {
+    const v1::Hypothesis& h = r.last.hypotheses(i);
+    CHECK(std::vector<int32_t>(h.ids().begin(), h.ids().end()) ==
+          offline["hypotheses"][i]["ids"].get<std::vector<int32_t>>());
+    CHECK(h.score() == Approx(offline["hypotheses"][i]["score"].get<double>()).margin(1e-6));
+    CHECK(h.text() == offline["hypotheses"][i]["text"].get<std::string>());
+  }
 }
 
 TEST_CASE("32 concurrent streams all complete correctly", "[server][generate]") {
