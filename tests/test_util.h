@@ -19,6 +19,16 @@ void WriteFile(const std::string& path, const std::string& bytes);
 // Reads a whole file; fails the test if it cannot.
 std::string ReadFile(const std::string& path);
 
+// `s` single-quoted for /bin/sh.
+std::string ShellQuote(const std::string& s);
+
+struct CommandResult {
+  int exit_code = -1;  // -1 if the command did not exit normally
+  std::string out;     // its standard output
+};
+// Runs `command` with /bin/sh and collects its standard output.
+CommandResult RunCommand(const std::string& command);
+
 }  // namespace textgen::testing
 
 #endif  // TEXTGEN_TESTS_TEST_UTIL_H_

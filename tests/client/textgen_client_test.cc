@@ -1,8 +1,5 @@
 // End-to-end tests of the textgen-client binary against a live textgen-server (both from
 // $TEXTGEN_BIN_DIR): output formats, exit statuses, sessions and the load generator.
-#include <sys/wait.h>
-
-#include <array>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -13,20 +10,13 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/server_process.h"
+#include "tests/test_util.h"
 
 namespace textgen {
 namespace {
 
-struct RunResult {
-  int exit_code;
-  std::string out;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using RunResult = testing::CommandResult;
+using testing::ShellQuote;
 
 // Runs `textgen-client ARGS` through the shell; `stdin_text`, when given, is piped in.
 RunResult Client(const std::string& args, bool with_stderr = false,
@@ -35,15 +25,8 @@ RunResult Client(const std::string& args, bool with_stderr = false,
   REQUIRE(bin_dir != nullptr);
   std::string cmd =
       std::string(bin_dir) + "/textgen-client " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  if (stdin_text != nullptr) cmd = "printf '%s' " + Quote(*stdin_text) + " | " + cmd;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  if (stdin_text != nullptr) cmd = "printf '%s' " + ShellQuote(*stdin_text) + " | " + cmd;
+  return testing::RunCommand(cmd);
 }
 
 // A server for one test case. No test leaves a call in flight, so a short shutdown grace only

@@ -1,7 +1,4 @@
 // End-to-end tests of the textgen-run binary: flags, JSON output, errors.
-#include <sys/wait.h>
-
-#include <array>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -13,34 +10,18 @@
 namespace textgen {
 namespace {
 
-struct RunResult {
-  int exit_code;
-  std::string out;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using RunResult = testing::CommandResult;
+using testing::ShellQuote;
 
 RunResult Run(const std::string& args, bool with_stderr = false) {
   const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
   REQUIRE(bin_dir != nullptr);
-  std::string cmd =
-      std::string(bin_dir) + "/textgen-run " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return testing::RunCommand(std::string(bin_dir) + "/textgen-run " + args +
+                             (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 TEST_CASE("textgen-run tells the demo story", "[cli]") {
-  RunResult r = Run("--model " + Quote(testing::ModelPath("stories260K.gguf")) +
+  RunResult r = Run("--model " + ShellQuote(testing::ModelPath("stories260K.gguf")) +
                     " --prompt 'Once upon a time' --max-new-tokens 40");
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::StartsWith("Once upon a time, there was a little girl named Lily. She "
@@ -52,9 +33,9 @@ TEST_CASE("textgen-run --json matches the reference, with and without cache", "[
       testing::ReadFile(testing::ReferenceDir() + "/TinyStories-656K-F32.greedy.json"));
   const auto& c = ref["cases"][1];
   for (const char* extra : {"", " --no-cache"}) {
-    RunResult r =
-        Run("--model " + Quote(testing::ModelPath("TinyStories-656K-F32.gguf")) + " --prompt " +
-            Quote(c["prompt"].get<std::string>()) + " --max-new-tokens 96 --json" + extra);
+    RunResult r = Run("--model " + ShellQuote(testing::ModelPath("TinyStories-656K-F32.gguf")) +
+                      " --prompt " + ShellQuote(c["prompt"].get<std::string>()) +
+                      " --max-new-tokens 96 --json" + extra);
     REQUIRE(r.exit_code == 0);
     nlohmann::json j = nlohmann::json::parse(r.out);
     CHECK(j["prompt_ids"] == c["prompt_ids"]);
@@ -75,7 +56,7 @@ TEST_CASE("textgen-run --prompt-ids and eos finish", "[cli]") {
   const auto& c = ref["cases"][2];  // ends with EOS after 5 tokens
   std::string ids;
   for (const auto& id : c["prompt_ids"]) ids += (ids.empty() ? "" : ",") + id.dump();
-  RunResult r = Run("--model " + Quote(testing::ModelPath("TinyStories-656K-F32.gguf")) +
+  RunResult r = Run("--model " + ShellQuote(testing::ModelPath("TinyStories-656K-F32.gguf")) +
                     " --prompt-ids " + ids + " --json");
   REQUIRE(r.exit_code == 0);
   nlohmann::json j = nlohmann::json::parse(r.out);
@@ -84,7 +65,7 @@ TEST_CASE("textgen-run --prompt-ids and eos finish", "[cli]") {
 }
 
 TEST_CASE("textgen-run --tokenize works on a vocab-only GGUF", "[cli]") {
-  RunResult r = Run("--model " + Quote(testing::ModelPath("vocab/ggml-vocab-llama-spm.gguf")) +
+  RunResult r = Run("--model " + ShellQuote(testing::ModelPath("vocab/ggml-vocab-llama-spm.gguf")) +
                     " --tokenize 'Hello world' --no-bos --json");
   REQUIRE(r.exit_code == 0);
   nlohmann::json j = nlohmann::json::parse(r.out);
@@ -93,7 +74,7 @@ TEST_CASE("textgen-run --tokenize works on a vocab-only GGUF", "[cli]") {
 }
 
 TEST_CASE("textgen-run reports bad input clearly", "[cli]") {
-  const std::string model = " --model " + Quote(testing::ModelPath("stories260K.gguf"));
+  const std::string model = " --model " + ShellQuote(testing::ModelPath("stories260K.gguf"));
   CHECK(Run(model).exit_code == 2);  // neither prompt nor ids
   CHECK(Run(model + " --prompt a --prompt-ids 1").exit_code == 2);
   CHECK(Run(model + " --prompt-ids 1,x").exit_code == 2);
@@ -104,7 +85,7 @@ TEST_CASE("textgen-run reports bad input clearly", "[cli]") {
 }
 
 TEST_CASE("textgen-run beam search prints hypotheses", "[cli]") {
-  RunResult r = Run("--model " + Quote(testing::ModelPath("stories260K.gguf")) +
+  RunResult r = Run("--model " + ShellQuote(testing::ModelPath("stories260K.gguf")) +
                     " --prompt 'Once upon a time' --max-new-tokens 30 --beams 4 --num-return 3"
                     " --length-penalty 0.5 --early-stopping never --json");
   REQUIRE(r.exit_code == 0);
@@ -122,7 +103,7 @@ TEST_CASE("textgen-run beam search prints hypotheses", "[cli]") {
 
 TEST_CASE("textgen-run beam search with a stop string", "[cli]") {
   RunResult r =
-      Run("--model " + Quote(testing::ModelPath("stories260K.gguf")) +
+      Run("--model " + ShellQuote(testing::ModelPath("stories260K.gguf")) +
           " --prompt 'Once upon a time' --max-new-tokens 60 --beams 4 --stop mommy --json");
   REQUIRE(r.exit_code == 0);
   nlohmann::json j = nlohmann::json::parse(r.out);
@@ -133,7 +114,8 @@ TEST_CASE("textgen-run beam search with a stop string", "[cli]") {
 }
 
 TEST_CASE("textgen-run sampling, stop strings, top logprobs and the sliding window", "[cli]") {
-  const std::string model = "--model " + Quote(testing::ModelPath("TinyStories-656K-F32.gguf"));
+  const std::string model =
+      "--model " + ShellQuote(testing::ModelPath("TinyStories-656K-F32.gguf"));
   const std::string sample =
       model +
       " --prompt 'Once upon a time' --max-new-tokens 40 --temperature 0.8 --top-k 40"
@@ -162,7 +144,7 @@ TEST_CASE("textgen-run sampling, stop strings, top logprobs and the sliding wind
 
 TEST_CASE("textgen-run rejects bad decoding parameters naming them", "[cli]") {
   const std::string base =
-      "--model " + Quote(testing::ModelPath("stories260K.gguf")) + " --prompt a ";
+      "--model " + ShellQuote(testing::ModelPath("stories260K.gguf")) + " --prompt a ";
   const std::pair<const char*, const char*> cases[] = {
       {"--beams 0", "num_beams"},
       {"--beams 17", "num_beams"},

@@ -116,18 +116,12 @@ TEST_CASE("beam search returns num_return_sequences hypotheses, best first", "[s
   // The same hypotheses as the engine run offline (textgen-run) with the same parameters.
   const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
   REQUIRE(bin_dir != nullptr);
-  const std::string cmd = std::string(bin_dir) + "/textgen-run --model '" +
-                          ModelPath("stories260K.gguf") +
-                          "' --prompt 'Once upon a time' --beams 4 --num-return 2"
-                          " --max-new-tokens 24 --json 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  REQUIRE(pclose(p) == 0);
-  nlohmann::json offline = nlohmann::json::parse(out);
+  CommandResult run = RunCommand(std::string(bin_dir) + "/textgen-run --model " +
+                                 ShellQuote(ModelPath("stories260K.gguf")) +
+                                 " --prompt 'Once upon a time' --beams 4 --num-return 2"
+                                 " --max-new-tokens 24 --json 2>/dev/null");
+  REQUIRE(run.exit_code == 0);
+  nlohmann::json offline = nlohmann::json::parse(run.out);
   REQUIRE(offline["hypotheses"].size() == 2);
   for (int i = 0; i < 2; ++i) {
     const v1::Hypothesis& h = r.last.hypotheses(i);
