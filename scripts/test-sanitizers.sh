@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite again under AddressSanitizer, LeakSanitizer and UBSan (any report fails),
+# in build-asan/. CI runs it after scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export TEXTGEN_MODELS="${TEXTGEN_MODELS:-$(cd .. && pwd)/shared/models}"
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTEXTGEN_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$(nproc)"
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$(nproc)" --timeout 1800
