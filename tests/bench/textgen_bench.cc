@@ -51,6 +51,14 @@ std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int sequences) {
   return std::move(cache).value();
 }
 
+std::unique_ptr<Model> LoadModel(const BenchArgs& a, const std::string& name) {
+  ModelOptions options;
+  options.threads = a.threads;
+  auto model = Model::Load(a.models + "/" + name, options);
+  if (!model.ok()) Die(std::string(model.status().message()));
+  return std::move(model).value();
+}
+
 GenerationResult Run(Model& m, KvCache& cache, const std::vector<int32_t>& prompt,
                      const DecodingOptions& o, StreamSink sink = nullptr) {
   auto r = Generate(m.llama(), m.tokenizer(), cache, prompt, o, std::move(sink));
@@ -66,11 +74,8 @@ void EngineTable(const BenchArgs& a, const std::vector<std::string>& names) {
       "ms/token |\n|---|---|---|---|---|\n",
       a.new_tokens);
   for (const std::string& name : names) {
-    ModelOptions mo;
-    mo.threads = a.threads;
-    auto model = Model::Load(a.models + "/" + name, mo);
-    if (!model.ok()) Die(std::string(model.status().message()));
-    Model& m = **model;
+    std::unique_ptr<Model> model = LoadModel(a, name);
+    Model& m = *model;
     const ModelConfig& c = m.config();
     auto cache = MakeCache(c, 1);
     std::vector<int32_t> prompt = m.tokenizer().Encode("Once upon a time", true);
@@ -102,11 +107,8 @@ void BeamTable(const BenchArgs& a, const std::vector<std::string>& names) {
       "\n| model | decoding | new tokens | ms/token | vs greedy | peak KV blocks | vs "
       "greedy |\n|---|---|---|---|---|---|---|\n");
   for (const std::string& name : names) {
-    ModelOptions mo;
-    mo.threads = a.threads;
-    auto model = Model::Load(a.models + "/" + name, mo);
-    if (!model.ok()) Die(std::string(model.status().message()));
-    Model& m = **model;
+    std::unique_ptr<Model> model = LoadModel(a, name);
+    Model& m = *model;
     auto cache = MakeCache(m.config(), 5);
     std::vector<int32_t> prompt = m.tokenizer().Encode("Once upon a time", true);
     DecodingOptions greedy;
@@ -135,11 +137,8 @@ void BeamTable(const BenchArgs& a, const std::vector<std::string>& names) {
 
 void SlideTable(const BenchArgs& a) {
   const std::string name = "TinyStories-656K-F32.gguf";
-  ModelOptions mo;
-  mo.threads = a.threads;
-  auto model = Model::Load(a.models + "/" + name, mo);
-  if (!model.ok()) Die(std::string(model.status().message()));
-  Model& m = **model;
+  std::unique_ptr<Model> model = LoadModel(a, name);
+  Model& m = *model;
   auto cache = MakeCache(m.config(), 1);
   std::vector<int32_t> prompt = m.tokenizer().Encode("Once upon a time", true);
   DecodingOptions o;

@@ -5,16 +5,12 @@
 #include <random>
 #include <vector>
 
+#include "tests/engine/ops/ops_test_util.h"
+
 namespace textgen::ops {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::Random;
 
 // A pool of blocks laid out [n_layers][2][n_kv_heads][tile], handed out in a scrambled order
 // so the op cannot rely on blocks being contiguous. K tiles are Kᵀ [head_dim, block_size], V
@@ -101,7 +97,7 @@ TEST_CASE("PagedAttention matches a naive reference (GQA, several block sizes)")
       Pool pool;
       pool.shape = c.shape;
       const int64_t n_blocks = (n_ctx + c.shape.block_size - 1) / c.shape.block_size + 1;
-      pool.data = Random(n_blocks * pool.BlockFloats(), 17 + n_ctx, 2.0f);
+      pool.data = Random(n_blocks * pool.BlockFloats(), 17 + n_ctx, -2.0f, 2.0f);
       for (int64_t b = 0; b < n_blocks; ++b) pool.order.push_back((b * 7 + 3) % n_blocks);
       // 7 and n_blocks can share a factor; fall back to reversed order then.
       std::vector<bool> seen(n_blocks);
@@ -116,7 +112,8 @@ TEST_CASE("PagedAttention matches a naive reference (GQA, several block sizes)")
         kb.push_back(pool.K(pool.order[b], layer));
         vb.push_back(pool.V(pool.order[b], layer));
       }
-      const std::vector<float> q = Random(c.shape.n_heads * c.shape.head_dim, 5 + n_ctx, 1.0f);
+      const std::vector<float> q =
+          Random(c.shape.n_heads * c.shape.head_dim, 5 + n_ctx, -1.0f, 1.0f);
       std::vector<float> out(q.size(), NAN);
       REQUIRE(PagedAttention(c.shape, q.data(), kb, vb, n_ctx, out.data()).ok());
       const std::vector<double> ref = RefAttention(pool, layer, q, n_ctx);

@@ -5,16 +5,12 @@
 #include <random>
 #include <vector>
 
+#include "tests/engine/ops/ops_test_util.h"
+
 namespace textgen::ops {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::Random;
 
 TEST_CASE("RmsNorm matches a double reference") {
   for (int64_t d : {1, 7, 16, 64, 100, 4096}) {

@@ -8,17 +8,12 @@
 #include <vector>
 
 #include "engine/ops/threading.h"
+#include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::Random;
 
 // Checks y [n, out] against a double-precision x · Wᵀ. The bound is relative to
 // sum_k |x_k w_k| (the scale of the rounding errors), so cancellation cannot fail it.

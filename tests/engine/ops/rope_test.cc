@@ -5,16 +5,12 @@
 #include <random>
 #include <vector>
 
+#include "tests/engine/ops/ops_test_util.h"
+
 namespace textgen::ops {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::Random;
 
 // Naive rope in double over x [n, n_heads, head_dim].
 std::vector<double> RefRope(const RopeConfig& c, const std::vector<int32_t>& pos,

@@ -5,16 +5,12 @@
 #include <random>
 #include <vector>
 
+#include "tests/engine/ops/ops_test_util.h"
+
 namespace textgen::ops {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::Random;
 
 std::vector<double> RefLogSoftmax(const std::vector<float>& x) {
   double max = -INFINITY;
