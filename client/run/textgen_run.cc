@@ -281,6 +281,7 @@ int RunGenerate(const Args& a) {
   const Hypothesis& best = result->hypotheses.at(0);
   if (!a.json) {
     std::fputs("\n", stdout);
+    std::fflush(stdout);  // the summary goes to stderr: keep it after the story
     spdlog::info("{} prompt tokens, {} generated in {:.1f} ms (first token after {:.2f} ms), {}",
                  st.prompt_tokens, st.generated_tokens, st.total_s * 1e3,
                  st.time_to_first_token_s * 1e3, FinishReasonName(result->finish_reason));

@@ -28,6 +28,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
                         kv.NumBlocksForByteBudget(static_cast<size_t>(options.kv_cache_mib) << 20));
   }
   TG_ASSIGN_OR_RETURN(e->cache_, KvCache::Create(kv));
+  // One tiny pass before serving: the first forward pays one-time costs (oneDNN kernel
+  // generation, faulting in the weights) that would otherwise land on the first client's
+  // time to first token.
+  {
+    BlockTable warm;
+    const int32_t token = std::max<int32_t>(0, e->model_->tokenizer().bos_id());
+    ForwardSeq fs{absl::MakeConstSpan(&token, 1), &warm, 0, false};
+    std::vector<float> logits;
+    absl::Status st = e->model_->llama().Forward(*e->cache_, absl::MakeSpan(&fs, 1), &logits);
+    e->cache_->Free(warm);
+    TG_RETURN_IF_ERROR(st);
+  }
   {
     absl::MutexLock lock(&e->mu_);
     e->kv_free_ = e->cache_->num_free_blocks();
