@@ -7,15 +7,6 @@
 namespace textgen::testing {
 namespace {
 
-v1::GenerateRequest Endless() {
-  v1::GenerateRequest req;
-  req.set_prompt("Once upon a time");
-  req.set_max_new_tokens(kEndless);
-  req.set_ignore_eos(true);
-  req.set_context_overflow(v1::CONTEXT_OVERFLOW_SLIDE);
-  return req;
-}
-
 // Free blocks once nothing runs (other tests' cancelled requests may still be winding down).
 uint32_t IdleFreeBlocks(v1::TextGeneration::Stub& stub) {
   const v1::ModelInfo info = GetInfo(stub);
@@ -35,7 +26,7 @@ TEST_CASE("a client cancelling mid-stream frees the request's KV blocks", "[serv
   const uint32_t idle = IdleFreeBlocks(*stub);
 
   grpc::ClientContext ctx;
-  auto reader = stub->Generate(&ctx, Endless());
+  auto reader = stub->Generate(&ctx, EndlessRequest());
   v1::GenerateResponse msg;
   int read = 0;
   while (read < 5 && reader->Read(&msg)) ++read;
@@ -51,7 +42,7 @@ TEST_CASE("a client cancelling mid-stream frees the request's KV blocks", "[serv
 TEST_CASE("a deadline expiring mid-stream frees the request's KV blocks", "[server][cancel]") {
   auto stub = NewStub(SharedServer());
   const uint32_t idle = IdleFreeBlocks(*stub);
-  StreamResult r = RunGenerate(*stub, Endless(), /*deadline_ms=*/300);
+  StreamResult r = RunGenerate(*stub, EndlessRequest(), /*deadline_ms=*/300);
   CHECK(r.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
   CHECK(!r.messages.empty());  // it was cut mid-stream
   CHECK(WaitForFreeBlocks(*stub, idle) == idle);
@@ -65,7 +56,7 @@ TEST_CASE("many cancelled streams leave nothing behind", "[server][cancel]") {
   std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> readers;
   for (int i = 0; i < kStreams; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
-    readers.push_back(stub->Generate(contexts.back().get(), Endless()));
+    readers.push_back(stub->Generate(contexts.back().get(), EndlessRequest()));
   }
   v1::GenerateResponse msg;
   for (auto& r : readers) REQUIRE(r->Read(&msg));

@@ -104,11 +104,7 @@ TEST_CASE("a full queue gives RESOURCE_EXHAUSTED", "[server][errors]") {
       std::to_string(kEndless), "--log-level", "warn"};
   ServerProcess server(o);
   auto stub = NewStub(server);
-  v1::GenerateRequest endless;
-  endless.set_prompt("Once upon a time");
-  endless.set_max_new_tokens(kEndless);
-  endless.set_ignore_eos(true);
-  endless.set_context_overflow(v1::CONTEXT_OVERFLOW_SLIDE);
+  const v1::GenerateRequest endless = EndlessRequest();
 
   grpc::ClientContext running_ctx;
   auto running = stub->Generate(&running_ctx, endless);

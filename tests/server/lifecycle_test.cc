@@ -51,11 +51,7 @@ TEST_CASE("SIGTERM with an endless stream in flight: exit 0 once the grace has p
                   std::to_string(kEndless), "--log-level", "warn"};
   ServerProcess server(o);
   auto stub = NewStub(server);
-  v1::GenerateRequest endless;
-  endless.set_prompt("Once upon a time");
-  endless.set_max_new_tokens(kEndless);
-  endless.set_ignore_eos(true);
-  endless.set_context_overflow(v1::CONTEXT_OVERFLOW_SLIDE);
+  const v1::GenerateRequest endless = EndlessRequest();
 
   grpc::ClientContext ctx;
   auto reader = stub->Generate(&ctx, endless);

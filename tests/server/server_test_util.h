@@ -26,6 +26,16 @@ namespace v1 = ::textgen::v1;
 // keeps going for this many tokens (tens of seconds on stories260K).
 inline constexpr uint32_t kEndless = 1000000;
 
+// A Generate request that runs for kEndless tokens (servers need --max-max-new-tokens kEndless).
+inline v1::GenerateRequest EndlessRequest() {
+  v1::GenerateRequest req;
+  req.set_prompt("Once upon a time");
+  req.set_max_new_tokens(kEndless);
+  req.set_ignore_eos(true);
+  req.set_context_overflow(v1::CONTEXT_OVERFLOW_SLIDE);
+  return req;
+}
+
 // One server per test process, started on first use with limits the tests rely on. (ctest runs
 // each test case in its own process; startup takes well under a second.)
 inline ServerProcess& SharedServer() {
