@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,7 +27,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kLoadUsage[] = R"(textgen-client load: measure the server under concurrent streams.
 
-Usage: textgen-client load (--prompt TEXT | --prompt-ids LIST) [--concurrency N]
+Usage: textgen-client load (--prompt TEXT | --prompt-ids LIST | --prompt-tokens N) [--concurrency N]
                            (--duration S | --requests M) [--session-turns K] [options]
 
 Each of N workers sends Generate calls back to back, each over its own connection, until M
@@ -35,6 +36,9 @@ whichever comes first; with neither, 10 seconds). Prints requests/s, generated t
 time to first token (call start to the first message carrying tokens) and the inter-token
 latency (the gap between two token-carrying messages, divided evenly among the later one's
 tokens), as p50/p95/p99 in ms, and the failed calls by status code. Exits 1 if any call failed.
+  --prompt-tokens N       each call's prompt is N token ids: BOS (when the model has one)
+                          then ids drawn at random from the vocabulary (GetModelInfo), a new
+                          draw per call from a generator seeded by the worker's index
   --concurrency N         parallel streams (default 1)
   --duration S            stop starting calls after S seconds
   --requests M            Generate calls in total (with --session-turns K: rounded up to whole
@@ -47,6 +51,7 @@ tokens), as p50/p95/p99 in ms, and the failed calls by status code. Exits 1 if a
 
 struct LoadOptions {
   int concurrency = 1;
+  int prompt_tokens = 0;
   double duration_s = 0;
   int64_t requests = 0;
   int session_turns = 0;
@@ -56,6 +61,7 @@ struct LoadOptions {
 // What one worker measured; merged after all workers have joined, so no locking while running.
 struct Results {
   int64_t ok = 0;
+  int64_t prompt_tokens = 0;  // as the server counted them (usage.prompt_tokens)
   int64_t generated_tokens = 0;
   std::vector<double> ttft_ms;
   std::vector<double> first_turn_ttft_ms;  // with --session-turns
@@ -70,6 +76,7 @@ struct Results {
   }
   void Merge(const Results& o) {
     ok += o.ok;
+    prompt_tokens += o.prompt_tokens;
     generated_tokens += o.generated_tokens;
     auto append = [](std::vector<double>& to, const std::vector<double>& from) {
       to.insert(to.end(), from.begin(), from.end());
@@ -85,12 +92,23 @@ struct Results {
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
+// Random prompts of a fixed length (--prompt-tokens): what the model's vocabulary allows.
+struct RandomPromptSpec {
+  int tokens = 0;  // 0: the request's own prompt
+  int32_t vocab_size = 0;
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+};
+
 // One timed Generate call. Returns the time to first token (NaN when no token came) on success.
 class Worker {
  public:
-  Worker(const ConnectionOptions& conn, const v1::GenerateRequest& request)
+  Worker(const ConnectionOptions& conn, const v1::GenerateRequest& request,
+         const RandomPromptSpec& random_prompt, uint64_t seed)
       : conn_(conn),
         request_(request),
+        random_prompt_(random_prompt),
+        rng_(seed),
         stub_(v1::TextGeneration::NewStub(MakeChannel(conn, /*own_connection=*/true))) {}
 
   // Runs one call (in the given session when not empty); records into results_. Returns
@@ -98,14 +116,18 @@ class Worker {
   bool Call(const std::string& session_id, double* ttft_ms) {
     v1::GenerateRequest request = request_;
     if (!session_id.empty()) request.set_session_id(session_id);
+    if (random_prompt_.tokens > 0) FillRandomPrompt(&request);
     const Clock::time_point start = Clock::now();
     Clock::time_point previous;
     bool any = false;
-    int64_t streamed = 0, reported = 0;
+    int64_t streamed = 0, reported = 0, prompt_tokens = 0;
     std::vector<double> itl;
     *ttft_ms = std::numeric_limits<double>::quiet_NaN();
     grpc::Status s = StreamGenerate(*stub_, conn_, request, [&](const v1::GenerateResponse& m) {
-      if (m.has_usage()) reported = m.usage().generated_tokens();
+      if (m.has_usage()) {
+        reported = m.usage().generated_tokens();
+        prompt_tokens = m.usage().prompt_tokens();
+      }
       const int n = m.tokens_size();
       if (n == 0) return;
       const Clock::time_point now = Clock::now();
@@ -125,6 +147,7 @@ class Worker {
       return false;
     }
     ++results_.ok;
+    results_.prompt_tokens += prompt_tokens;
     results_.generated_tokens += std::max(streamed, reported);
     if (any) results_.ttft_ms.push_back(*ttft_ms);
     results_.itl_ms.insert(results_.itl_ms.end(), itl.begin(), itl.end());
@@ -151,8 +174,25 @@ class Worker {
   const Results& results() const { return results_; }
 
  private:
+  // BOS, then ids uniform over the vocabulary except BOS and EOS (an EOS would only matter
+  // without --ignore-eos, but a BOS mid-prompt is not text). add_bos is off: the prompt is
+  // exactly the requested length.
+  void FillRandomPrompt(v1::GenerateRequest* request) {
+    request->clear_prompt();
+    request->clear_prompt_ids();
+    request->set_add_bos(false);
+    std::uniform_int_distribution<int32_t> id(0, random_prompt_.vocab_size - 1);
+    if (random_prompt_.bos_id >= 0) request->add_prompt_ids(random_prompt_.bos_id);
+    while (request->prompt_ids_size() < random_prompt_.tokens) {
+      const int32_t t = id(rng_);
+      if (t != random_prompt_.bos_id && t != random_prompt_.eos_id) request->add_prompt_ids(t);
+    }
+  }
+
   ConnectionOptions conn_;
   v1::GenerateRequest request_;
+  RandomPromptSpec random_prompt_;
+  std::mt19937_64 rng_;
   std::unique_ptr<v1::TextGeneration::Stub> stub_;
   Results results_;
 };
@@ -198,6 +238,7 @@ void Report(const LoadOptions& o, const Results& r, double elapsed_s) {
                         {"requests_ok", r.ok},
                         {"errors_total", failed},
                         {"requests_per_s", rps},
+                        {"prompt_tokens", r.prompt_tokens},
                         {"generated_tokens", r.generated_tokens},
                         {"generated_tokens_per_s", tps},
                         {"time_to_first_token_ms", DistributionJson(ttft)},
@@ -218,6 +259,10 @@ void Report(const LoadOptions& o, const Results& r, double elapsed_s) {
   std::string out = absl::StrFormat("%d streams, %d requests ok, %d errors in %.3f s\n",
                                     o.concurrency, r.ok, failed, elapsed_s);
   out += absl::StrFormat("%-32s %.2f\n", "requests/s:", rps);
+  if (r.ok > 0) {
+    out += absl::StrFormat("%-32s %.1f\n",
+                           "prompt tokens/request:", static_cast<double>(r.prompt_tokens) / r.ok);
+  }
   out +=
       absl::StrFormat("%-32s %.1f (%d tokens)\n", "generated tokens/s:", tps, r.generated_tokens);
   out += DistributionLine("time to first token", ttft);
@@ -247,6 +292,8 @@ int RunLoad(const std::vector<std::string>& args) {
     if (ParseConnectionFlag(r, &conn) || ParseGenerationFlag(r, &gen)) continue;
     if (r.flag() == "--concurrency") {
       o.concurrency = r.Int(1, 4096);
+    } else if (r.flag() == "--prompt-tokens") {
+      o.prompt_tokens = static_cast<int>(r.Int(1, 1 << 20));
     } else if (r.flag() == "--duration") {
       o.duration_s = r.Double(0);
     } else if (r.flag() == "--requests") {
@@ -259,7 +306,27 @@ int RunLoad(const std::vector<std::string>& args) {
       r.Unknown();
     }
   }
-  FinishGenerationFlags(&gen, /*prompt_optional=*/false);
+  FinishGenerationFlags(&gen, /*prompt_optional=*/o.prompt_tokens > 0);
+  if (o.prompt_tokens > 0 && (!gen.request.prompt().empty() || gen.request.prompt_ids_size() > 0)) {
+    UsageError("give only one of --prompt, --prompt-ids and --prompt-tokens");
+  }
+  RandomPromptSpec random_prompt;
+  if (o.prompt_tokens > 0) {
+    auto stub = v1::TextGeneration::NewStub(MakeChannel(conn));
+    grpc::ClientContext context;
+    PrepareContext(conn, "", &context);
+    v1::ModelInfo info;
+    if (grpc::Status s = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info); !s.ok()) {
+      return ReportError(s);
+    }
+    if (info.vocab_size() < 3) {
+      std::fprintf(stderr, "error: --prompt-tokens: the model's vocabulary has %u tokens\n",
+                   info.vocab_size());
+      return kExitRpcError;
+    }
+    random_prompt = {o.prompt_tokens, static_cast<int32_t>(info.vocab_size()), info.bos_id(),
+                     info.eos_id()};
+  }
   if (o.session_turns > 0 && !gen.request.session_id().empty()) {
     UsageError("--session-turns creates its own sessions; drop --session");
   }
@@ -278,7 +345,7 @@ int RunLoad(const std::vector<std::string>& args) {
 
   std::vector<std::unique_ptr<Worker>> workers;
   for (int i = 0; i < o.concurrency; ++i) {
-    workers.push_back(std::make_unique<Worker>(conn, gen.request));
+    workers.push_back(std::make_unique<Worker>(conn, gen.request, random_prompt, i + 1));
   }
   std::vector<std::thread> threads;
   for (auto& w : workers) {

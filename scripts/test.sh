@@ -14,3 +14,8 @@ ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900
 # The benchmark is not a timed test; a short run keeps it working.
 build/bin/textgen-bench --smoke >/dev/null
 echo "textgen-bench smoke run ok"
+# The benchmark script end to end (server and load generator included) at --quick sizes.
+bash scripts/bench.sh --quick --model "$TEXTGEN_MODELS/stories260K.gguf" \
+  --out build/bench-quick.md >/dev/null 2>build/bench-quick.log ||
+  { cat build/bench-quick.log >&2; exit 1; }
+echo "bench.sh quick run ok"

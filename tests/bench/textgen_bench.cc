@@ -1,217 +1,219 @@
-// textgen-bench: measured speed of the engine, printed as Markdown tables.
-//
-//   textgen-bench [--models DIR] [--new-tokens N] [--repeats R] [--threads N] [--smoke]
-//
-// 1. Prefill and decode tokens/s, cache on and off: greedy from "Once upon a time", EOS
-//    ignored, N new tokens; decode tokens/s over the steps after the first. Prefill: the
-//    first-token time of a 128-token prompt. Best of R runs (filters noise from other
-//    processes rather than hiding slow paths).
-// 2. Beam search (4 beams) vs greedy on the same prompt and length: time per generated token
-//    and the most KV blocks the request held.
-// 3. Sliding-window generation far past the context (656K model, 512-token context): time per
-//    token over the last 500 tokens relative to the first 500, and blocks held.
-#include <algorithm>
-#include <chrono>
+// textgen-bench: measured speed of the engine, printed as Markdown. Flags only; each section
+// lives in its own file (bandwidth, speed_table, beam_table, cache_table).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "engine/decoding/generation.h"
-#include "engine/model/model.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "tests/bench/bandwidth.h"
+#include "tests/bench/beam_table.h"
+#include "tests/bench/bench_options.h"
+#include "tests/bench/bench_util.h"
+#include "tests/bench/cache_table.h"
+#include "tests/bench/machine_info.h"
+#include "tests/bench/speed_table.h"
 
-namespace textgen {
+namespace textgen::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+constexpr char kUsage[] = R"(textgen-bench: measured speed of the engine, as Markdown tables.
 
-struct BenchArgs {
-  std::string models;
-  int new_tokens = 256;
-  int repeats = 3;
-  int threads = 0;
-  int slide_tokens = 10000;
-  bool smoke = false;
-};
+Usage: textgen-bench [sections] [--model PATH]... [options]
 
-[[noreturn]] void Die(const std::string& m) {
-  std::fprintf(stderr, "textgen-bench: %s\n", m.c_str());
+Sections (several may be given; --model alone implies --speed):
+  --bandwidth            memory read bandwidth: a buffer (2 GiB) touched, then summed with
+                         AVX-512 loads by 1 thread and by N threads, best of 5 passes
+  --speed                per --model: prefill tok/s of a 128-token prompt (seeded random ids),
+                         decode tok/s of one stream, effective bandwidth (weight bytes x decode
+                         tok/s) and its share of the measured N-thread bandwidth, peak RSS
+  --beam                 per --model: beam search (4 beams) vs greedy, per token and KV blocks
+  --cache-table          sliding-window generation with the KV cache on and off
+  --smoke                every section at tiny sizes on stories260K (CI keeps it working)
+
+Options:
+  --model PATH           GGUF file or Hugging Face directory (repeatable)
+  --compute f32|bf16     arithmetic of the matmuls (default f32)
+  --threads N            compute threads (default: the engine's choice per model) and the
+                         bandwidth's thread count (default: all CPUs)
+  --repeats R            best of R (default 3)
+  --seed S               seed of the random prompts (default 1)
+  --prompt-tokens N      --speed prefill prompt length (default 128)
+  --new-tokens N         --speed decode length (default 64)
+  --llama-cpp P,D        --speed: llama.cpp's prefill and decode tok/s for the rows, shown with
+                         our ratio to them
+  --bandwidth-mib N      --bandwidth buffer size (default 2048)
+  --bandwidth-gbs X      --speed: use X GB/s as the machine's bandwidth instead of measuring
+  --beam-tokens N        --beam new tokens (default 256)
+  --cache-model PATH     --cache-table model (default $TEXTGEN_MODELS/stories260K.gguf)
+  --cache-tokens LIST    --cache-table lengths (default 100,500,1000,5000,10000)
+  --rows-only            print table rows only (no machine line, no table heads), to append a
+                         process's rows to another's table
+  --no-machine-line      leave out the first line (CPU, bandwidth, compute, threads)
+)";
+
+[[noreturn]] void Usage(const std::string& message) {
+  std::fprintf(stderr, "textgen-bench: %s\n\n%s", message.c_str(), kUsage);
   std::exit(2);
 }
 
-std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int sequences) {
-  KvCacheOptions o;
-  o.n_layers = c.n_layers;
-  o.n_kv_heads = c.n_kv_heads;
-  o.head_dim = c.head_dim;
-  o.num_blocks = sequences * (c.n_ctx / o.block_size + 2);
-  auto cache = KvCache::Create(o);
-  if (!cache.ok()) Die(std::string(cache.status().message()));
-  return std::move(cache).value();
-}
-
-std::unique_ptr<Model> LoadModel(const BenchArgs& a, const std::string& name) {
-  ModelOptions options;
-  options.threads = a.threads;
-  auto model = Model::Load(a.models + "/" + name, options);
-  if (!model.ok()) Die(std::string(model.status().message()));
-  return std::move(model).value();
-}
-
-GenerationResult Run(Model& m, KvCache& cache, const std::vector<int32_t>& prompt,
-                     const DecodingOptions& o, StreamSink sink = nullptr) {
-  auto r = Generate(m.llama(), m.tokenizer(), cache, prompt, o, std::move(sink));
-  if (!r.ok()) Die(std::string(r.status().message()));
-  return std::move(r).value();
-}
-
-double DecodeSeconds(const GenerationStats& s) { return s.total_s - s.time_to_first_token_s; }
-
-void EngineTable(const BenchArgs& a, const std::vector<std::string>& names) {
-  std::printf(
-      "| model | KV cache | prefill tok/s (128-token prompt) | decode tok/s (%d new) | "
-      "ms/token |\n|---|---|---|---|---|\n",
-      a.new_tokens);
-  for (const std::string& name : names) {
-    std::unique_ptr<Model> model = LoadModel(a, name);
-    Model& m = *model;
-    const ModelConfig& c = m.config();
-    auto cache = MakeCache(c, 1);
-    std::vector<int32_t> prompt = m.tokenizer().Encode("Once upon a time", true);
-    const int n_prefill = std::min(128, c.n_ctx - 1);
-    std::vector<int32_t> long_prompt(n_prefill);
-    for (int i = 0; i < n_prefill; ++i) long_prompt[i] = prompt[i % prompt.size()];
-    for (bool use_cache : {true, false}) {
-      DecodingOptions o;
-      o.max_new_tokens = std::min(a.new_tokens, c.n_ctx - static_cast<int>(prompt.size()));
-      o.use_cache = use_cache;
-      o.ignore_eos = true;
-      double decode = 0, prefill = 0;
-      for (int r = 0; r < a.repeats; ++r) {
-        GenerationResult res = Run(m, *cache, prompt, o);
-        decode = std::max(decode, (res.stats.generated_tokens - 1) / DecodeSeconds(res.stats));
-        DecodingOptions one = o;
-        one.max_new_tokens = 1;
-        GenerationResult pre = Run(m, *cache, long_prompt, one);
-        prefill = std::max(prefill, n_prefill / pre.stats.time_to_first_token_s);
+BenchOptions ParseFlags(int argc, char** argv) {
+  BenchOptions o;
+  const char* env = std::getenv("TEXTGEN_MODELS");
+  const std::string models_dir = env != nullptr ? env : "../shared/models";
+  o.cache_model = models_dir + "/stories260K.gguf";
+  bool smoke = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Usage(f + ": missing value");
+      return argv[++i];
+    };
+    auto positive = [&](const std::string& v) {
+      int n = 0;
+      if (!absl::SimpleAtoi(v, &n) || n < 1) Usage(f + ": expected a positive integer, got " + v);
+      return n;
+    };
+    auto positive_double = [&](const std::string& v) {
+      double x = 0;
+      if (!absl::SimpleAtod(v, &x) || !(x > 0)) Usage(f + ": expected a positive number, got " + v);
+      return x;
+    };
+    if (f == "--help" || f == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (f == "--bandwidth") {
+      o.bandwidth = true;
+    } else if (f == "--speed") {
+      o.speed = true;
+    } else if (f == "--beam") {
+      o.beam = true;
+    } else if (f == "--cache-table") {
+      o.cache_table = true;
+    } else if (f == "--smoke") {
+      smoke = true;
+    } else if (f == "--model") {
+      o.models.push_back(value());
+    } else if (f == "--compute") {
+      const std::string v = value();
+      if (v == "f32") {
+        o.compute = ops::LinearCompute::kF32;
+      } else if (v == "bf16") {
+        o.compute = ops::LinearCompute::kBf16;
+      } else {
+        Usage("--compute: expected f32 or bf16, got " + v);
       }
-      std::printf("| %s | %s | %.0f | %.0f | %.3f |\n", name.c_str(), use_cache ? "on" : "off",
-                  prefill, decode, 1e3 / decode);
+    } else if (f == "--threads") {
+      o.threads = positive(value());
+    } else if (f == "--repeats") {
+      o.repeats = positive(value());
+    } else if (f == "--seed") {
+      const std::string v = value();
+      if (!absl::SimpleAtoi(v, &o.seed)) Usage("--seed: expected an integer, got " + v);
+    } else if (f == "--prompt-tokens") {
+      o.prompt_tokens = positive(value());
+    } else if (f == "--new-tokens") {
+      o.new_tokens = positive(value());
+    } else if (f == "--llama-cpp") {
+      const std::string v = value();
+      std::vector<std::string> parts = absl::StrSplit(v, ',');
+      if (parts.size() != 2) Usage("--llama-cpp: expected PREFILL,DECODE, got " + v);
+      o.ref_prefill = positive_double(parts[0]);
+      o.ref_decode = positive_double(parts[1]);
+    } else if (f == "--bandwidth-mib") {
+      o.bandwidth_bytes = int64_t{positive(value())} << 20;
+    } else if (f == "--bandwidth-gbs") {
+      o.bandwidth_gbs = positive_double(value());
+    } else if (f == "--beam-tokens") {
+      o.beam_tokens = positive(value());
+    } else if (f == "--cache-model") {
+      o.cache_model = value();
+    } else if (f == "--cache-tokens") {
+      o.cache_tokens.clear();
+      for (absl::string_view part : absl::StrSplit(value(), ',')) {
+        o.cache_tokens.push_back(positive(std::string(part)));
+      }
+    } else if (f == "--rows-only") {
+      o.rows_only = true;
+    } else if (f == "--no-machine-line") {
+      o.machine_line = false;
+    } else {
+      Usage("unknown flag " + f);
     }
   }
-}
-
-void BeamTable(const BenchArgs& a, const std::vector<std::string>& names) {
-  std::printf(
-      "\n| model | decoding | new tokens | ms/token | vs greedy | peak KV blocks | vs "
-      "greedy |\n|---|---|---|---|---|---|---|\n");
-  for (const std::string& name : names) {
-    std::unique_ptr<Model> model = LoadModel(a, name);
-    Model& m = *model;
-    auto cache = MakeCache(m.config(), 5);
-    std::vector<int32_t> prompt = m.tokenizer().Encode("Once upon a time", true);
-    DecodingOptions greedy;
-    greedy.max_new_tokens = a.new_tokens;
-    greedy.ignore_eos = true;
-    DecodingOptions beam = greedy;
-    beam.method = DecodingMethod::kBeam;
-    beam.beam.num_beams = 4;
-    double g_ms = 1e30, b_ms = 1e30;
-    int g_blocks = 0, b_blocks = 0, b_tokens = 0;
-    for (int r = 0; r < a.repeats; ++r) {
-      GenerationResult g = Run(m, *cache, prompt, greedy);
-      g_ms = std::min(g_ms, g.stats.total_s * 1e3 / g.stats.generated_tokens);
-      g_blocks = g.stats.peak_kv_blocks;
-      GenerationResult b = Run(m, *cache, prompt, beam);
-      b_ms = std::min(b_ms, b.stats.total_s * 1e3 / b.stats.generated_tokens);
-      b_blocks = b.stats.peak_kv_blocks;
-      b_tokens = b.stats.generated_tokens;
-    }
-    std::printf("| %s | greedy | %d | %.3f | 1.00x | %d | 1.00x |\n", name.c_str(), a.new_tokens,
-                g_ms, g_blocks);
-    std::printf("| %s | beam 4 | %d | %.3f | %.2fx | %d | %.2fx |\n", name.c_str(), b_tokens, b_ms,
-                b_ms / g_ms, b_blocks, static_cast<double>(b_blocks) / g_blocks);
+  if (smoke) {
+    // Every section, each at a size that takes well under a second.
+    o.bandwidth = o.speed = o.beam = o.cache_table = true;
+    if (o.models.empty()) o.models.push_back(o.cache_model);
+    o.bandwidth_bytes = int64_t{64} << 20;
+    o.bandwidth_passes = 2;
+    o.repeats = 1;
+    o.prompt_tokens = 32;
+    o.new_tokens = 8;
+    o.beam_tokens = 16;
+    o.cache_tokens = {100, 200};
   }
-}
-
-void SlideTable(const BenchArgs& a) {
-  const std::string name = "TinyStories-656K-F32.gguf";
-  std::unique_ptr<Model> model = LoadModel(a, name);
-  Model& m = *model;
-  auto cache = MakeCache(m.config(), 1);
-  std::vector<int32_t> prompt = m.tokenizer().Encode("Once upon a time", true);
-  DecodingOptions o;
-  o.max_new_tokens = a.slide_tokens;
-  o.ignore_eos = true;
-  o.context_overflow = ContextOverflow::kSlide;
-  o.n_keep = 1;
-  std::vector<Clock::time_point> stamps;
-  stamps.reserve(a.slide_tokens + 1);
-  GenerationResult r = Run(m, *cache, prompt, o, [&](const StreamDelta& d) {
-    for (size_t i = 0; i < d.tokens.size(); ++i) stamps.push_back(Clock::now());
-  });
-  const int window = std::min(500, static_cast<int>(stamps.size()) / 4);
-  auto per_token = [&](size_t first) {
-    return std::chrono::duration<double, std::milli>(stamps[first + window - 1] - stamps[first])
-               .count() /
-           (window - 1);
-  };
-  const double early = per_token(1);  // skip the prefill step
-  const double late = per_token(stamps.size() - window);
-  std::printf(
-      "\n| model (context %d) | tokens | context shifts | ms/token first %d | ms/token "
-      "last %d | ratio | peak KV blocks |\n|---|---|---|---|---|---|---|\n",
-      m.config().n_ctx, window, window);
-  std::printf("| %s | %d | %d | %.4f | %.4f | %.2fx | %d |\n", name.c_str(),
-              r.stats.generated_tokens, r.stats.context_shifts, early, late, late / early,
-              r.stats.peak_kv_blocks);
+  if (!o.models.empty() && !o.bandwidth && !o.speed && !o.beam && !o.cache_table) o.speed = true;
+  if (!o.bandwidth && !o.speed && !o.beam && !o.cache_table) Usage("nothing to measure");
+  if ((o.speed || o.beam) && o.models.empty()) Usage("--speed and --beam need --model");
+  return o;
 }
 
 int Main(int argc, char** argv) {
-  BenchArgs a;
-  const char* env = std::getenv("TEXTGEN_MODELS");
-  a.models = env != nullptr ? env : "../shared/models";
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Die(f + ": missing value");
-      return argv[++i];
-    };
-    auto int_value = [&]() {
-      int v = 0;
-      if (!absl::SimpleAtoi(value(), &v) || v < 1) Die(f + ": expected a positive integer");
-      return v;
-    };
-    if (f == "--models") {
-      a.models = value();
-    } else if (f == "--new-tokens") {
-      a.new_tokens = int_value();
-    } else if (f == "--repeats") {
-      a.repeats = int_value();
-    } else if (f == "--threads") {
-      a.threads = int_value();
-    } else if (f == "--slide-tokens") {
-      a.slide_tokens = int_value();
-    } else if (f == "--smoke") {
-      a.smoke = true;
-    } else {
-      Die("unknown flag " + f);
+  const BenchOptions o = ParseFlags(argc, argv);
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  const int bw_threads = o.threads > 0 ? o.threads : static_cast<int>(cpus);
+
+  // The speed table's reference is the N-thread figure: measured unless given.
+  double one_thread_gbs = 0, n_thread_gbs = o.bandwidth_gbs;
+  if (o.bandwidth || (o.speed && n_thread_gbs <= 0)) {
+    BandwidthOptions b;
+    b.bytes = o.bandwidth_bytes;
+    b.passes = o.bandwidth_passes;
+    const std::vector<double> gbs = MeasureReadBandwidth(b, {1, bw_threads});
+    one_thread_gbs = gbs[0];
+    n_thread_gbs = gbs[1];
+  }
+
+  if (o.machine_line && !o.rows_only) {
+    std::string bandwidth = "not measured";
+    if (one_thread_gbs > 0) {
+      bandwidth = absl::StrFormat("%.1f GB/s with %d threads (%.1f GB/s with 1)", n_thread_gbs,
+                                  bw_threads, one_thread_gbs);
+    } else if (n_thread_gbs > 0) {
+      bandwidth = absl::StrFormat("%.1f GB/s (given)", n_thread_gbs);
     }
+    absl::PrintF("Machine: %s, %d CPUs; read bandwidth %s; compute %s; threads %s.\n\n",
+                 CpuModelName(), cpus, bandwidth, ComputeName(o.compute),
+                 o.threads > 0 ? std::to_string(o.threads) : "auto");
   }
-  if (a.smoke) {
-    a.new_tokens = 16;
-    a.repeats = 1;
-    a.slide_tokens = 700;
+  if (o.bandwidth) {
+    if (!o.rows_only) {
+      absl::PrintF("| buffer MiB | threads | read GB/s (best of %d) |\n|---|---|---|\n",
+                   o.bandwidth_passes);
+    }
+    absl::PrintF("| %d | 1 | %.1f |\n| %d | %d | %.1f |\n", o.bandwidth_bytes >> 20, one_thread_gbs,
+                 o.bandwidth_bytes >> 20, bw_threads, n_thread_gbs);
   }
-  const std::vector<std::string> names = {"stories260K.gguf", "TinyStories-656K-F32.gguf"};
-  EngineTable(a, names);
-  BeamTable(a, names);
-  SlideTable(a);
+  // Sections in order, a blank line between tables (none with --rows-only: the caller is
+  // gathering rows of one table).
+  bool printed = o.bandwidth;
+  auto section = [&](bool on, auto&& print) {
+    if (!on) return;
+    if (printed && !o.rows_only) absl::PrintF("\n");
+    printed = true;
+    print();
+  };
+  section(o.speed, [&] { PrintSpeedTable(o, n_thread_gbs); });
+  section(o.beam, [&] { PrintBeamTable(o); });
+  section(o.cache_table, [&] { PrintCacheTable(o); });
   return 0;
 }
 
 }  // namespace
-}  // namespace textgen
+}  // namespace textgen::bench
 
-int main(int argc, char** argv) { return textgen::Main(argc, argv); }
+int main(int argc, char** argv) { return textgen::bench::Main(argc, argv); }

@@ -205,6 +205,21 @@ TEST_CASE("textgen-client load reports throughput and latency", "[cli][server]")
     CHECK(o["first_turn_time_to_first_token_ms"]["samples"] == 2);
   }
 
+  SECTION("--prompt-tokens sends random prompts of exactly that many tokens") {
+    const std::string base = "load --server " + server.address() + " ";
+    RunResult j = Client(base +
+                         "--prompt-tokens 40 --concurrency 2 --requests 4 --max-new-tokens 8 "
+                         "--ignore-eos --json");
+    REQUIRE(j.exit_code == 0);
+    nlohmann::json o = nlohmann::json::parse(j.out);
+    CHECK(o["requests_ok"] == 4);
+    CHECK(o["prompt_tokens"] == 160);  // usage.prompt_tokens as the server counted them
+    CHECK(o["generated_tokens"] == 32);
+    RunResult both = Client(base + "--prompt-tokens 40 --prompt x --requests 1", true);
+    CHECK(both.exit_code == 2);
+    CHECK_THAT(both.out, Catch::Contains("only one of --prompt, --prompt-ids and --prompt-tokens"));
+  }
+
   SECTION("failures are counted by status code") {
     RunResult e = Client(s + "--concurrency 2 --requests 4 --method beam --beams 17");
     CHECK(e.exit_code == 1);

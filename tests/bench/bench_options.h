@@ -1,0 +1,52 @@
+// What textgen-bench was asked to measure; filled from the command line by textgen_bench.cc
+// and read by every section.
+#ifndef TEXTGEN_TESTS_BENCH_BENCH_OPTIONS_H_
+#define TEXTGEN_TESTS_BENCH_BENCH_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/ops/linear_options.h"
+
+namespace textgen::bench {
+
+struct BenchOptions {
+  // Sections.
+  bool bandwidth = false;    // --bandwidth
+  bool speed = false;        // --speed (implied by --model without another section)
+  bool beam = false;         // --beam
+  bool cache_table = false;  // --cache-table
+
+  std::vector<std::string> models;  // --model, for --speed and --beam
+  ops::LinearCompute compute = ops::LinearCompute::kF32;
+  int threads = 0;  // 0: the engine's choice per model (ModelOptions::threads)
+  int repeats = 3;  // best of
+  uint64_t seed = 1;
+
+  // --bandwidth.
+  int64_t bandwidth_bytes = int64_t{2} << 30;
+  int bandwidth_passes = 5;
+  double bandwidth_gbs = 0;  // > 0: given by --bandwidth-gbs, not measured
+
+  // --speed.
+  int prompt_tokens = 128;
+  int new_tokens = 64;
+  double ref_prefill = 0;  // llama.cpp's figures for the rows (0: none given)
+  double ref_decode = 0;
+
+  // --beam.
+  int beam_tokens = 256;
+  int num_beams = 4;
+
+  // --cache-table.
+  std::string cache_model;  // default: $TEXTGEN_MODELS/stories260K.gguf
+  std::vector<int> cache_tokens = {100, 500, 1000, 5000, 10000};
+
+  bool rows_only = false;    // print table rows only, for concatenating processes' output
+  bool machine_line = true;  // the first line: CPU, bandwidth, compute, threads
+};
+
+}  // namespace textgen::bench
+
+#endif  // TEXTGEN_TESTS_BENCH_BENCH_OPTIONS_H_
