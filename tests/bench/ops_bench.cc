@@ -1,8 +1,9 @@
 // Micro-benchmark of engine/ops: per-call time of Linear for the shapes of the target models
-// with each kernel and thread count, plus the element-wise ops and paged attention, and an
-// estimate of stories260K's per-token op time.
+// with each kernel and thread count, plus the element-wise ops and paged attention, an
+// estimate of stories260K's per-token op time, and the bandwidth of the decode weight kernels
+// (Q8_0/F16/BF16/F32 row-range GEMV) and weight conversions.
 //
-// Usage: ops-bench [--quick]
+// Usage: ops-bench [--quick] [--weights]   (--weights: only the decode weight kernels)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,10 +15,16 @@
 
 #include "engine/ops/attention.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/gemv_float.h"
+#include "engine/ops/half.h"
 #include "engine/ops/linear.h"
+#include "engine/ops/q8_0_gemv.h"
 #include "engine/ops/rope.h"
+#include "engine/ops/simd.h"
 #include "engine/ops/softmax.h"
 #include "engine/ops/threading.h"
+#include "engine/ops/weight.h"
+#include "engine/ops/weight_convert.h"
 
 namespace textgen::ops {
 namespace {
@@ -89,6 +96,83 @@ void BenchLinear() {
                     run(**lin_direct), run(**lin_bf16), (*lin_auto)->KernelName(m).c_str());
       }
     }
+  }
+}
+
+// Weight bytes per second of the decode-path kernels on one thread (the calling one), for
+// matrices bigger than L2 so that the weights stream from L3/DRAM as in a real decode step.
+// GB/s = w.bytes() / time per call; activations and outputs are not counted.
+void BenchWeightKernels() {
+  std::printf("\nDecode weight kernels, one thread, GB/s of weight bytes (time per call in us)\n");
+  {
+    // The ceiling: a plain streaming read (AVX-512 dot product of a 256 MB array with itself).
+    std::vector<float> big = Random(64 << 20, 20);
+    volatile float sink = 0;
+    const double us = TimeUs([&] { sink = simd::Dot(big.data(), big.data(), big.size()); });
+    (void)sink;
+    std::printf("  streaming read of 256 MB: %.1f GB/s\n", big.size() * 4 / us * 1e-3);
+  }
+  struct Shape {
+    int64_t out, in;
+  };
+  for (const Shape s : {Shape{32000, 768}, Shape{5632, 2048}}) {
+    const int64_t elems = s.out * s.in, nb = elems / kQ8_0Block;
+    // Q8_0 with random int8 and scales ~ 1/127 (as quantized weights of magnitude ~1 have).
+    std::vector<BlockQ8_0> q8(nb);
+    std::mt19937 rng(21);
+    for (BlockQ8_0& b : q8) {
+      b.d = half::F32ToF16(std::uniform_real_distribution<float>(0.001f, 0.02f)(rng));
+      for (int8_t& q : b.qs) q = static_cast<int8_t>(rng());
+    }
+    const std::vector<float> wf = Random(elems, 22);
+    std::vector<uint16_t> wh(elems), wb(elems);
+    for (int64_t k = 0; k < elems; ++k) {
+      wh[k] = half::F32ToF16(wf[k]);
+      wb[k] = half::F32ToBf16(wf[k]);
+    }
+    const WeightView vq{WeightType::kQ8_0, q8.data(), s.out, s.in};
+    const WeightView vh{WeightType::kF16, wh.data(), s.out, s.in};
+    const WeightView vb{WeightType::kBf16, wb.data(), s.out, s.in};
+    const WeightView vf{WeightType::kF32, wf.data(), s.out, s.in};
+    std::printf("  (%lld x %lld): Q8_0 %.1f MB, F16/BF16 %.1f MB, F32 %.1f MB\n",
+                static_cast<long long>(s.out), static_cast<long long>(s.in), vq.bytes() / 1e6,
+                vh.bytes() / 1e6, vf.bytes() / 1e6);
+    std::printf("  %3s | %18s %18s %18s %18s %18s\n", "n", "q8_0 exact", "q8_0 vnni", "f16", "bf16",
+                "f32");
+    for (int64_t n : {1, 4, 8}) {
+      const std::vector<float> x = Random(n * s.in, 23);
+      std::vector<BlockQ8_0> xq(n * s.in / kQ8_0Block);
+      std::vector<float> y(n * s.out);
+      auto cell = [&](const WeightView& v, const std::function<void()>& f) {
+        const double us = TimeUs(f);
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%6.1f (%8.1f)", v.bytes() / us * 1e-3, us);
+        return std::string(buf);
+      };
+      const std::string exact =
+          cell(vq, [&] { GemvQ8_0Exact(vq, x.data(), n, y.data(), s.out, 0, s.out); });
+      // Includes quantizing the activations, as a decode step must.
+      const std::string vnni = cell(vq, [&] {
+        QuantizeActivationsQ8_0(x.data(), n, s.in, xq.data());
+        GemvQ8_0Vnni(vq, xq.data(), n, y.data(), s.out, 0, s.out);
+      });
+      const std::string f16 =
+          cell(vh, [&] { GemvF16(vh, x.data(), n, y.data(), s.out, 0, s.out); });
+      const std::string bf16 =
+          cell(vb, [&] { GemvBf16(vb, x.data(), n, y.data(), s.out, 0, s.out); });
+      const std::string f32 =
+          cell(vf, [&] { GemvF32(vf, x.data(), n, y.data(), s.out, 0, s.out); });
+      std::printf("  %3lld | %18s %18s %18s %18s %18s\n", static_cast<long long>(n), exact.c_str(),
+                  vnni.c_str(), f16.c_str(), bf16.c_str(), f32.c_str());
+    }
+    // Conversion of the whole matrix (e.g. for a prefill GEMM): GB/s of source bytes.
+    std::vector<float> dst_f(elems);
+    std::vector<uint16_t> dst_b(elems);
+    std::printf("  convert -> F32 / BF16, GB/s of source: q8_0 %.1f / %.1f, f16 %.1f / %.1f\n",
+                vq.bytes() / TimeUs([&] { ConvertRowsF32(vq, 0, s.out, dst_f.data()); }) * 1e-3,
+                vq.bytes() / TimeUs([&] { ConvertRowsBf16(vq, 0, s.out, dst_b.data()); }) * 1e-3,
+                vh.bytes() / TimeUs([&] { ConvertRowsF32(vh, 0, s.out, dst_f.data()); }) * 1e-3,
+                vh.bytes() / TimeUs([&] { ConvertRowsBf16(vh, 0, s.out, dst_b.data()); }) * 1e-3);
   }
 }
 
@@ -211,13 +295,20 @@ void BenchStories260K() {
 }  // namespace textgen::ops
 
 int main(int argc, char** argv) {
+  bool weights_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) textgen::ops::g_quick = true;
+    if (std::strcmp(argv[i], "--weights") == 0) weights_only = true;
+  }
+  if (weights_only) {
+    textgen::ops::BenchWeightKernels();
+    return 0;
   }
   textgen::ops::BenchLinear();
   textgen::ops::SetNumThreads(1);
   textgen::ops::BenchElementwise();
   textgen::ops::BenchAttention();
   textgen::ops::BenchStories260K();
+  textgen::ops::BenchWeightKernels();
   return 0;
 }

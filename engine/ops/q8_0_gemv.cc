@@ -1,0 +1,395 @@
+#include "engine/ops/q8_0_gemv.h"
+
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "engine/ops/half.h"
+#include "engine/ops/simd.h"
+
+namespace textgen::ops {
+namespace {
+
+constexpr int64_t kBlock = kQ8_0Block;
+
+inline const int8_t* BlockQs(const uint8_t* block) {
+  return reinterpret_cast<const int8_t*>(block + 2);
+}
+
+#if defined(__AVX512F__)
+// Stores acc[i][j] (16 partial sums each) as y[i * ldy + j].
+template <int MR, int NR>
+inline void StoreSums(__m512 (&acc)[MR][NR], float* y, int64_t ldy) {
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    if constexpr (NR == 1) {
+      y[i * ldy] = simd::Reduce1(acc[i][0]);
+    } else {
+      TG_UNROLL
+      for (int j = 0; j < NR; j += 4) _mm_storeu_ps(y + i * ldy + j, simd::Reduce4(&acc[i][j]));
+    }
+  }
+}
+
+// Rows [r0, r1) in tiles of NR weight rows (then 4, then 1) against MR activation rows.
+// tile(r, nr_tag) computes weight rows [r, r + NR') for the NR' given by the tag's type.
+template <int N>
+struct RowsTag {};
+template <int NR, typename Tile>
+inline void ForRowTiles(int64_t r0, int64_t r1, Tile&& tile) {
+  int64_t r = r0;
+  for (; r + NR <= r1; r += NR) tile(r, RowsTag<NR>{});
+  if constexpr (NR > 4) {
+    for (; r + 4 <= r1; r += 4) tile(r, RowsTag<4>{});
+  }
+  for (; r < r1; ++r) tile(r, RowsTag<1>{});
+}
+
+// ---- GemvQ8_0Exact -------------------------------------------------------------------------
+
+// y[i, j] for MR activation rows and NR consecutive weight rows starting at `w0`. Per block,
+// each weight row's 32 values are dequantized once (F32(d) * q, exact in F32: 11 x 8 bits)
+// into two zmm and used by all MR rows of x; MR * NR accumulators hide the FMA latency.
+template <int MR, int NR>
+inline void ExactTile(const uint8_t* w0, size_t row_bytes, int64_t nb, const float* x, int64_t ldx,
+                      float* y, int64_t ldy) {
+  __m512 acc[MR][NR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    // The x vectors first, then one weight row at a time: 2 * MR + 2 live vectors besides
+    // the accumulators, so even 1 x 8 tiles stay in registers.
+    __m512 x0[MR], x1[MR];
+    TG_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      x0[i] = _mm512_loadu_ps(x + i * ldx + b * kBlock);
+      x1[i] = _mm512_loadu_ps(x + i * ldx + b * kBlock + 16);
+    }
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) {
+      const uint8_t* p = w0 + j * row_bytes + b * kQ8_0BlockBytes;
+      const __m512 d = _mm512_set1_ps(half::F16ToF32(half::LoadU16(p)));
+      const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+      const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18));
+      const __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), d);
+      const __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), d);
+      TG_UNROLL
+      for (int i = 0; i < MR; ++i) {
+        acc[i][j] = _mm512_fmadd_ps(x0[i], lo, acc[i][j]);
+        acc[i][j] = _mm512_fmadd_ps(x1[i], hi, acc[i][j]);
+      }
+    }
+  }
+  StoreSums<MR, NR>(acc, y, ldy);
+}
+
+template <int MR, int NR>
+void ExactRows(const WeightView& w, const float* x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const size_t rb = w.row_bytes();
+  const int64_t nb = w.in / kBlock;
+  ForRowTiles<NR>(r0, r1, [&]<int N>(int64_t r, RowsTag<N>) {
+    ExactTile<MR, N>(w.row(r), rb, nb, x, w.in, y + r, ldy);
+  });
+}
+
+// ---- QuantizeActivationsQ8_0 ---------------------------------------------------------------
+
+// roundf semantics (halfway cases away from zero) for 16 floats: |t| - floor(|t|) is exact,
+// so comparing it with 0.5 decides the rounding without the double rounding of t + 0.5.
+inline __m512 RoundHalfAway(__m512 t) {
+  const __m512 a = _mm512_abs_ps(t);
+  __m512 f = _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  const __mmask16 up = _mm512_cmp_ps_mask(_mm512_sub_ps(a, f), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  f = _mm512_mask_add_ps(f, up, f, _mm512_set1_ps(1.0f));
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(t), _mm512_set1_epi32(INT32_MIN));
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(f), sign));
+}
+
+void QuantizeBlock(const float* v, BlockQ8_0* out) {
+  const __m512 v0 = _mm512_loadu_ps(v);
+  const __m512 v1 = _mm512_loadu_ps(v + 16);
+  // vmaxps(acc, v) = acc > v ? acc : v, ggml's MAX(amax, fabsf(v)) lane by lane.
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  out->d = half::F32ToF16(d);
+  const __m512 vid = _mm512_set1_ps(id);
+  const __m128i q0 =
+      _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(RoundHalfAway(_mm512_mul_ps(v0, vid))));
+  const __m128i q1 =
+      _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(RoundHalfAway(_mm512_mul_ps(v1, vid))));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out->qs), q0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out->qs + 16), q1);
+}
+#endif  // __AVX512F__
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#define TG_Q8_0_VNNI 1
+
+// ---- GemvQ8_0Vnni --------------------------------------------------------------------------
+//
+// VPDPBUSD multiplies unsigned by signed bytes, and both q_w and q_x are signed. Of the two
+// usual fixes, the sign trick (|q_x| times q_w negated where q_x < 0) costs two sign operations
+// per (x row, weight vector) pair, VPSIGNB has no 512-bit form, and negating q_w = -128
+// overflows int8 (it stays -128, a wrong product). Instead the weights are offset: q_w ^ 0x80
+// read as unsigned is q_w + 128 (0..255, so -128 works too), and
+//   sum (q_w + 128) * q_x = sum q_w * q_x + 128 * sum q_x.
+// The correction depends only on the activations, so it is computed once per call: each
+// activation row gets, per group of 4 bytes (one int32 lane of VPDPBUSD), -128 * (sum of those
+// 4 q_x), and that vector is the accumulator VPDPBUSD starts from. The hot loop then pays one
+// XOR per weight vector (shared by all x rows) and gets the exact int32 sums.
+//
+// The activations are repacked once per call into a layout the loop reads with plain 64-byte
+// loads, two blocks per zmm (int32 lanes 0-7: block b, 8-15: block b + 1), padded to an even
+// number of blocks with zeros (which contribute exactly 0):
+//   q [n, nbp * 32] int8, d [n, nbp * 8] F32 (d_x of each lane's block), c [n, nbp * 8] int32.
+struct VnniActivations {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> c;
+  int64_t nbp = 0;  // blocks per row, rounded up to even
+};
+
+void PackActivations(const BlockQ8_0* xq, int64_t n, int64_t nb, VnniActivations* a) {
+  a->nbp = (nb + 1) & ~int64_t{1};
+  a->q.assign(static_cast<size_t>(n * a->nbp * kBlock), 0);
+  a->d.assign(static_cast<size_t>(n * a->nbp * 8), 0.0f);
+  a->c.assign(static_cast<size_t>(n * a->nbp * 8), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ8_0& blk = xq[i * nb + b];
+      int8_t* q = a->q.data() + (i * a->nbp + b) * kBlock;
+      float* d = a->d.data() + (i * a->nbp + b) * 8;
+      int32_t* c = a->c.data() + (i * a->nbp + b) * 8;
+      const float dx = half::F16ToF32(blk.d);
+      for (int l = 0; l < 8; ++l) {
+        int32_t s = 0;
+        for (int k = 0; k < 4; ++k) {
+          q[4 * l + k] = blk.qs[4 * l + k];
+          s += blk.qs[4 * l + k];
+        }
+        d[l] = dx;
+        c[l] = -128 * s;
+      }
+    }
+  }
+}
+
+// Word indices picking a pair's two F16 scales (bytes 0 and 34 of the 68-byte pair) into
+// words 0-7 and 8-15.
+alignas(64) constexpr uint16_t kScaleWords[32] = {0,  0,  0,  0,  0,  0,  0,  0,
+                                                  17, 17, 17, 17, 17, 17, 17, 17};
+
+template <int MR, int NR>
+inline void VnniTile(const uint8_t* w0, size_t row_bytes, int64_t nb, const VnniActivations& a,
+                     int64_t i0, float* y, int64_t ldy) {
+  const int64_t ldq = a.nbp * kBlock, lds = a.nbp * 8;
+  const int8_t* qx = a.q.data() + i0 * ldq;
+  const float* dx = a.d.data() + i0 * lds;
+  const int32_t* cx = a.c.data() + i0 * lds;
+  const __m512i k80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i scale_idx = _mm512_load_si512(kScaleWords);
+  __m512 acc[MR][NR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  // One step: weight vectors wq[j] (q_w + 128 of two blocks) with their scales dw[j] (lanes
+  // 0-7 / 8-15) against the activations' blocks starting at block b.
+  auto step = [&](const __m512i(&wq)[NR], const __m512(&dw)[NR], int64_t b) {
+    TG_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      const __m512i xv = _mm512_loadu_si512(qx + i * ldq + b * kBlock);
+      const __m512 dxv = _mm512_loadu_ps(dx + i * lds + b * 8);
+      const __m512i cxv = _mm512_loadu_si512(cx + i * lds + b * 8);
+      TG_UNROLL
+      for (int j = 0; j < NR; ++j) {
+        const __m512i isum = _mm512_dpbusd_epi32(cxv, wq[j], xv);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw[j], dxv), acc[i][j]);
+      }
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    __m512i wq[NR];
+    __m512 dw[NR];
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) {
+      const uint8_t* p = w0 + j * row_bytes + b * kQ8_0BlockBytes;
+      const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+      const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 36));
+      wq[j] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), k80);
+      const __m512i raw = _mm512_loadu_si512(p);  // bytes [0, 64) of the pair: both scales
+      dw[j] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(scale_idx, raw)));
+    }
+    step(wq, dw, b);
+  }
+  if (b < nb) {
+    // Odd block count: the last block alone in lanes 0-7. The upper weight bytes become 128,
+    // which meet the activations' zero padding; their scale lanes are zeroed so that even an
+    // inf/NaN d_w adds nothing there.
+    __m512i wq[NR];
+    __m512 dw[NR];
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) {
+      const uint8_t* p = w0 + j * row_bytes + b * kQ8_0BlockBytes;
+      const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+      wq[j] = _mm512_xor_si512(_mm512_zextsi256_si512(q0), k80);
+      dw[j] = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(half::F16ToF32(half::LoadU16(p))));
+    }
+    step(wq, dw, b);
+  }
+  StoreSums<MR, NR>(acc, y, ldy);
+}
+
+template <int MR, int NR>
+void VnniRows(const WeightView& w, const VnniActivations& a, int64_t i0, float* y, int64_t ldy,
+              int64_t r0, int64_t r1) {
+  const size_t rb = w.row_bytes();
+  const int64_t nb = w.in / kBlock;
+  ForRowTiles<NR>(r0, r1, [&]<int N>(int64_t r, RowsTag<N>) {
+    VnniTile<MR, N>(w.row(r), rb, nb, a, i0, y + r, ldy);
+  });
+}
+#endif  // VNNI
+
+}  // namespace
+
+// ---- Portable versions ---------------------------------------------------------------------
+
+namespace portable {
+
+void GemvQ8_0Exact(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy,
+                   int64_t r0, int64_t r1) {
+  const int64_t nb = w.in / kBlock;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xi = x + i * w.in;
+      // 16 partial sums as the AVX-512 kernel keeps, so long rows round alike.
+      float acc[16] = {};
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + b * kQ8_0BlockBytes;
+        const float d = half::F16ToF32(half::LoadU16(blk));
+        const int8_t* q = BlockQs(blk);
+        for (int k = 0; k < kBlock; ++k) {
+          acc[k % 16] += xi[b * kBlock + k] * (d * static_cast<float>(q[k]));
+        }
+      }
+      float sum = 0.0f;
+      for (float a : acc) sum += a;
+      y[i * ldy + r] = sum;
+    }
+  }
+}
+
+void QuantizeActivationsQ8_0(const float* x, int64_t n, int64_t in, BlockQ8_0* xq) {
+  const int64_t nb = in / kBlock;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* v = x + i * in + b * kBlock;
+      BlockQ8_0& out = xq[i * nb + b];
+      float amax = 0.0f;
+      for (int k = 0; k < kBlock; ++k) {
+        const float a = std::fabs(v[k]);
+        amax = amax > a ? amax : a;
+      }
+      const float d = amax / 127.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      out.d = half::F32ToF16(d);
+      for (int k = 0; k < kBlock; ++k) out.qs[k] = static_cast<int8_t>(std::roundf(v[k] * id));
+    }
+  }
+}
+
+void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y, int64_t ldy,
+                  int64_t r0, int64_t r1) {
+  const int64_t nb = w.in / kBlock;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    for (int64_t i = 0; i < n; ++i) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + b * kQ8_0BlockBytes;
+        const BlockQ8_0& xb = xq[i * nb + b];
+        const int8_t* q = BlockQs(blk);
+        int32_t isum = 0;
+        for (int k = 0; k < kBlock; ++k) isum += int32_t{q[k]} * int32_t{xb.qs[k]};
+        const float scale = half::F16ToF32(half::LoadU16(blk)) * half::F16ToF32(xb.d);
+        sum += scale * static_cast<float>(isum);
+      }
+      y[i * ldy + r] = sum;
+    }
+  }
+}
+
+}  // namespace portable
+
+// ---- Dispatch ------------------------------------------------------------------------------
+
+void GemvQ8_0Exact(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy,
+                   int64_t r0, int64_t r1) {
+#if defined(__AVX512F__)
+  // Up to 4 rows of x per pass over the weights; with fewer, more weight rows per tile so a
+  // tile still has 8 independent FMA chains.
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) ExactRows<4, 4>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
+  switch (n - i) {
+    case 3:
+      ExactRows<3, 4>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
+      break;
+    case 2:
+      ExactRows<2, 4>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
+      break;
+    case 1:
+      ExactRows<1, 8>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
+      break;
+    default:
+      break;
+  }
+#else
+  portable::GemvQ8_0Exact(w, x, n, y, ldy, r0, r1);
+#endif
+}
+
+void QuantizeActivationsQ8_0(const float* x, int64_t n, int64_t in, BlockQ8_0* xq) {
+#if defined(__AVX512F__)
+  const int64_t nb = in / kBlock;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t b = 0; b < nb; ++b) QuantizeBlock(x + i * in + b * kBlock, xq + i * nb + b);
+  }
+#else
+  portable::QuantizeActivationsQ8_0(x, n, in, xq);
+#endif
+}
+
+void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y, int64_t ldy,
+                  int64_t r0, int64_t r1) {
+#if defined(TG_Q8_0_VNNI)
+  thread_local VnniActivations a;
+  PackActivations(xq, n, w.in / kBlock, &a);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) VnniRows<4, 4>(w, a, i, y + i * ldy, ldy, r0, r1);
+  switch (n - i) {
+    case 3:
+      VnniRows<3, 4>(w, a, i, y + i * ldy, ldy, r0, r1);
+      break;
+    case 2:
+      VnniRows<2, 4>(w, a, i, y + i * ldy, ldy, r0, r1);
+      break;
+    case 1:
+      VnniRows<1, 8>(w, a, i, y + i * ldy, ldy, r0, r1);
+      break;
+    default:
+      break;
+  }
+#else
+  portable::GemvQ8_0Vnni(w, xq, n, y, ldy, r0, r1);
+#endif
+}
+
+}  // namespace textgen::ops

@@ -1,0 +1,183 @@
+#include "engine/ops/weight_convert.h"
+
+#include <cstring>
+
+#include "engine/ops/half.h"
+#include "engine/ops/simd.h"
+
+namespace textgen::ops {
+namespace {
+
+// Rows [r0, r1) are one contiguous run of the source: its start and its element count.
+const uint8_t* RangeStart(const WeightView& w, int64_t r0) { return w.row(r0); }
+int64_t RangeElems(const WeightView& w, int64_t r0, int64_t r1) { return (r1 - r0) * w.in; }
+
+#if defined(__AVX512F__)
+// F32 -> BF16 bits for 16 values, as half::F32ToBf16: add 0x7fff plus the kept LSB, keep the
+// upper half; NaNs instead keep their upper half with the quiet bit set.
+inline __m256i RoundToBf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i hi = _mm512_srli_epi32(u, 16);
+  const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+inline __m512 LoadF16(const uint8_t* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+inline __m512 LoadBf16(const uint8_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+// Q8_0 block -> 32 F32 values in two vectors: F32(d) * q.
+inline void DequantBlock(const uint8_t* blk, __m512* lo, __m512* hi) {
+  const __m512 d = _mm512_set1_ps(half::F16ToF32(half::LoadU16(blk)));
+  const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+  const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18));
+  *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), d);
+  *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), d);
+}
+
+// Calls f(vector, element offset, mask) for count 16-bit source values in steps of 16.
+template <typename Load, typename F>
+inline void ForEach16(const uint8_t* src, int64_t count, Load load, F f) {
+  for (int64_t k = 0; k < count; k += 16) {
+    const __mmask16 m = simd::TailMask(count - k);
+    f(load(src + 2 * k, m), k, m);
+  }
+}
+#endif  // __AVX512F__
+
+}  // namespace
+
+namespace portable {
+
+void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
+  const uint8_t* src = RangeStart(w, r0);
+  const int64_t count = RangeElems(w, r0, r1);
+  switch (w.type) {
+    case WeightType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
+      return;
+    case WeightType::kF16:
+      for (int64_t k = 0; k < count; ++k) dst[k] = half::F16ToF32(half::LoadU16(src + 2 * k));
+      return;
+    case WeightType::kBf16:
+      for (int64_t k = 0; k < count; ++k) dst[k] = half::Bf16ToF32(half::LoadU16(src + 2 * k));
+      return;
+    case WeightType::kQ8_0:
+      for (int64_t b = 0; b < count / kQ8_0Block; ++b) {
+        const uint8_t* blk = src + b * kQ8_0BlockBytes;
+        const float d = half::F16ToF32(half::LoadU16(blk));
+        const int8_t* q = reinterpret_cast<const int8_t*>(blk + 2);
+        for (int64_t k = 0; k < kQ8_0Block; ++k) {
+          dst[b * kQ8_0Block + k] = d * static_cast<float>(q[k]);
+        }
+      }
+      return;
+  }
+}
+
+void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst) {
+  const uint8_t* src = RangeStart(w, r0);
+  const int64_t count = RangeElems(w, r0, r1);
+  switch (w.type) {
+    case WeightType::kF32:
+      for (int64_t k = 0; k < count; ++k) {
+        float v;
+        std::memcpy(&v, src + 4 * k, sizeof(v));
+        dst[k] = half::F32ToBf16(v);
+      }
+      return;
+    case WeightType::kF16:
+      for (int64_t k = 0; k < count; ++k) {
+        dst[k] = half::F32ToBf16(half::F16ToF32(half::LoadU16(src + 2 * k)));
+      }
+      return;
+    case WeightType::kBf16:
+      std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(uint16_t));
+      return;
+    case WeightType::kQ8_0:
+      for (int64_t b = 0; b < count / kQ8_0Block; ++b) {
+        const uint8_t* blk = src + b * kQ8_0BlockBytes;
+        const float d = half::F16ToF32(half::LoadU16(blk));
+        const int8_t* q = reinterpret_cast<const int8_t*>(blk + 2);
+        for (int64_t k = 0; k < kQ8_0Block; ++k) {
+          dst[b * kQ8_0Block + k] = half::F32ToBf16(d * static_cast<float>(q[k]));
+        }
+      }
+      return;
+  }
+}
+
+}  // namespace portable
+
+void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
+#if defined(__AVX512F__)
+  const uint8_t* src = RangeStart(w, r0);
+  const int64_t count = RangeElems(w, r0, r1);
+  auto store = [dst](__m512 v, int64_t k, __mmask16 m) { _mm512_mask_storeu_ps(dst + k, m, v); };
+  switch (w.type) {
+    case WeightType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
+      return;
+    case WeightType::kF16:
+      ForEach16(src, count, LoadF16, store);
+      return;
+    case WeightType::kBf16:
+      ForEach16(src, count, LoadBf16, store);
+      return;
+    case WeightType::kQ8_0:
+      for (int64_t b = 0; b < count / kQ8_0Block; ++b) {
+        __m512 lo, hi;
+        DequantBlock(src + b * kQ8_0BlockBytes, &lo, &hi);
+        _mm512_storeu_ps(dst + b * kQ8_0Block, lo);
+        _mm512_storeu_ps(dst + b * kQ8_0Block + 16, hi);
+      }
+      return;
+  }
+#else
+  portable::ConvertRowsF32(w, r0, r1, dst);
+#endif
+}
+
+void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst) {
+#if defined(__AVX512F__)
+  const uint8_t* src = RangeStart(w, r0);
+  const int64_t count = RangeElems(w, r0, r1);
+  auto store = [dst](__m512 v, int64_t k, __mmask16 m) {
+    _mm256_mask_storeu_epi16(dst + k, m, RoundToBf16(v));
+  };
+  switch (w.type) {
+    case WeightType::kF32:
+      for (int64_t k = 0; k < count; k += 16) {
+        const __mmask16 m = simd::TailMask(count - k);
+        store(_mm512_maskz_loadu_ps(m, src + 4 * k), k, m);
+      }
+      return;
+    case WeightType::kF16:
+      ForEach16(src, count, LoadF16, store);
+      return;
+    case WeightType::kBf16:
+      std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(uint16_t));
+      return;
+    case WeightType::kQ8_0:
+      for (int64_t b = 0; b < count / kQ8_0Block; ++b) {
+        __m512 lo, hi;
+        DequantBlock(src + b * kQ8_0BlockBytes, &lo, &hi);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * kQ8_0Block), RoundToBf16(lo));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * kQ8_0Block + 16), RoundToBf16(hi));
+      }
+      return;
+  }
+#else
+  portable::ConvertRowsBf16(w, r0, r1, dst);
+#endif
+}
+
+}  // namespace textgen::ops
