@@ -35,6 +35,9 @@ Flags take a value as "--flag VALUE" or "--flag=VALUE".
   --max-queued N               requests waiting for admission before Generate fails with
                                RESOURCE_EXHAUSTED (default 64)
   --max-active N               requests decoded together in one batch (default 64)
+  --max-step-tokens N          most tokens one forward pass runs (default 512): each step
+                               runs every stream's next token, then prompts in chunks of
+                               what remains, so a long prompt does not stall the others
   --max-sessions N             conversations kept at once (default 1024)
   --session-ttl SECONDS        an unused session is deleted after this long (default 600)
   --default-max-new-tokens N   used when a request leaves max_new_tokens at 0; such requests
@@ -109,6 +112,10 @@ Flags ParseFlags(int argc, char** argv) {
       {"--max-active",
        [&](auto& n, auto& v) {
          o.engine.max_active_requests = static_cast<int>(ParseInt(n, v, 1, kIntMax));
+       }},
+      {"--max-step-tokens",
+       [&](auto& n, auto& v) {
+         o.engine.max_step_tokens = static_cast<int>(ParseInt(n, v, 1, kIntMax));
        }},
       {"--max-sessions",
        [&](auto& n, auto& v) {

@@ -96,7 +96,6 @@ absl::StatusOr<std::unique_ptr<Generation>> Generation::Create(
       cache.Free(*cached);
     }
   }
-  g->window_.resize(1);
   return g;
 }
 
@@ -132,39 +131,120 @@ absl::Status Generation::MaybeShift() {
   return absl::OkStatus();
 }
 
-absl::Status Generation::PrepareStep(std::vector<ForwardSeq>* seqs) {
+absl::Status Generation::PrepareStep(std::vector<ForwardSeq>* seqs, int max_prompt_tokens) {
   if (done_) return absl::FailedPreconditionError("generation already finished");
   if (cancelled_.load()) {
-    Finish(FinishReason::kCancelled);
+    Finish(FinishReason::kCancelled);  // a no-op when only the session catch-up was left
+    catch_up_.clear();
+    done_ = true;
     return absl::OkStatus();
   }
-  TG_RETURN_IF_ERROR(MaybeShift());
-  if (done_) return absl::OkStatus();
-  window_.resize(seqs_.size());
-  for (size_t i = 0; i < seqs_.size(); ++i) {
-    Seq& s = seqs_[i];
-    ForwardSeq fs;
-    fs.table = &s.table;
-    if (options_.use_cache) {
-      fs.tokens = s.feed;
-      fs.pos0 = s.table.num_tokens;  // positions equal slots, also after a shift
-    } else {
-      cache_.Free(s.table);
-      window_[i] = WindowTokens(beam_ ? beam_->running_ids(static_cast<int>(i)) : generated_);
-      fs.tokens = window_[i];
-      fs.pos0 = 0;
+  if (!finished_ && !step_open_) {
+    // The passes towards the next choice begin: slide the window first if it is full; without
+    // the cache every sequence is recomputed from scratch.
+    TG_RETURN_IF_ERROR(MaybeShift());
+    if (!finished_ && !options_.use_cache) {
+      for (size_t i = 0; i < seqs_.size(); ++i) {
+        Seq& s = seqs_[i];
+        cache_.Free(s.table);
+        s.feed = WindowTokens(beam_ ? beam_->running_ids(static_cast<int>(i)) : generated_);
+        s.fed = 0;
+      }
     }
+    step_open_ = true;
+  }
+  int budget = prefilling() ? std::max(0, max_prompt_tokens) : kUnlimitedTokens;
+  if (finished_) {
+    PrepareCatchUp(seqs, budget);
+    return absl::OkStatus();
+  }
+  for (Seq& s : seqs_) s.pending = 0;
+  for (Seq& s : seqs_) {
+    const size_t left = s.feed.size() - s.fed;
+    if (left == 0) continue;  // ran in an earlier pass towards this choice (cache off, beams)
+    const size_t take = std::min<size_t>(left, static_cast<size_t>(budget));
+    if (take == 0) break;
+    budget -= static_cast<int>(take);
+    s.pending = take;
+    ForwardSeq fs;
+    fs.tokens = absl::MakeConstSpan(s.feed).subspan(s.fed, take);
+    fs.table = &s.table;
+    fs.pos0 = s.table.num_tokens;  // positions equal slots, also after a shift
+    fs.logits = s.fed + take == s.feed.size();
     seqs->push_back(fs);
   }
   return absl::OkStatus();
 }
 
+void Generation::PrepareCatchUp(std::vector<ForwardSeq>* seqs, int max_tokens) {
+  catch_up_pending_ =
+      std::min<size_t>(catch_up_.size() - catch_up_fed_, static_cast<size_t>(max_tokens));
+  if (catch_up_pending_ == 0) return;
+  ForwardSeq fs;
+  fs.tokens = absl::MakeConstSpan(catch_up_).subspan(catch_up_fed_, catch_up_pending_);
+  fs.table = &kept_;
+  fs.pos0 = kept_.num_tokens;
+  fs.logits = false;
+  seqs->push_back(fs);
+}
+
+bool Generation::prefilling() const {
+  return !done_ && (finished_ || !prompt_done_ || !options_.use_cache);
+}
+
+int Generation::pending_prompt_tokens() const {
+  if (!prefilling()) return 0;
+  if (finished_) return static_cast<int>(catch_up_.size() - catch_up_fed_);
+  size_t left = 0;
+  for (const Seq& s : seqs_) left += s.feed.size() - s.fed;
+  return static_cast<int>(left);
+}
+
 absl::Status Generation::ConsumeStep(const float* logits) {
   if (done_) return absl::FailedPreconditionError("generation already finished");
+  if (finished_) {
+    catch_up_fed_ += catch_up_pending_;
+    catch_up_pending_ = 0;
+    if (catch_up_fed_ == catch_up_.size()) {
+      catch_up_.clear();
+      done_ = true;
+    }
+    return absl::OkStatus();
+  }
+  // A sequence's logits row comes with the pass that runs the last token of its feed. When
+  // every sequence's feed ended in this pass the rows are in order already; otherwise (cache
+  // off with beams over several passes) they are gathered in step_logits_.
+  bool direct = true;
+  for (const Seq& s : seqs_) direct = direct && s.pending > 0 && s.fed + s.pending == s.feed.size();
+  if (!direct) step_logits_.resize(seqs_.size() * n_vocab_);
+  bool complete = true;
+  size_t row = 0;
+  for (size_t i = 0; i < seqs_.size(); ++i) {
+    Seq& s = seqs_[i];
+    if (s.pending > 0) {
+      s.fed += s.pending;
+      s.pending = 0;
+      if (s.fed == s.feed.size()) {
+        if (!direct) {
+          std::memcpy(&step_logits_[i * n_vocab_], logits + row * n_vocab_,
+                      n_vocab_ * sizeof(float));
+        }
+        ++row;
+      }
+    }
+    complete = complete && s.fed == s.feed.size();
+  }
+  if (!complete) {
+    TrackBlocks();
+    return absl::OkStatus();  // a prompt chunk: nothing to choose yet
+  }
+  step_open_ = false;
+  prompt_done_ = true;
+  const float* rows = direct ? logits : step_logits_.data();
   if (beam_) {
-    ConsumeBeams(logits);
+    ConsumeBeams(rows);
   } else {
-    ConsumeSingle(logits);
+    ConsumeSingle(rows);
   }
   if (stats_.time_to_first_token_s == 0) stats_.time_to_first_token_s = SecondsSince(start_);
   TrackBlocks();
@@ -196,6 +276,7 @@ void Generation::ConsumeSingle(const float* logits) {
     Finish(FinishReason::kLength);
   } else {
     seqs_[0].feed.assign(1, id);
+    seqs_[0].fed = 0;
   }
 }
 
@@ -329,8 +410,8 @@ int Generation::blocks_in_use() const {
 }
 
 void Generation::Finish(FinishReason reason) {
-  if (done_) return;
-  done_ = true;
+  if (finished_) return;
+  finished_ = true;
   finish_ = reason;
   StreamDelta delta;
   if (beam_) {
@@ -380,9 +461,32 @@ void Generation::Finish(FinishReason reason) {
     if (beam_ && kept_.num_tokens > prompt_len) cache_.Truncate(kept_, prompt_len);
   }
   FreeAll();
+  if (keep_cache_ && reason != FinishReason::kCancelled) PlanCatchUp();
+  done_ = catch_up_.empty();
 }
 
-void Generation::Abort() { Finish(FinishReason::kCancelled); }
+void Generation::PlanCatchUp() {
+  if (kept_.empty()) return;
+  std::vector<int32_t> conversation(prompt_);
+  if (!beam_) {
+    conversation.insert(conversation.end(), generated_.begin(), generated_.end());
+  } else if (!beam_results_.empty()) {
+    const std::vector<int32_t>& best = beam_results_[0].ids;
+    conversation.insert(conversation.end(), best.begin(), best.end());
+  }
+  // A conversation past the context cannot be cached whole; the next turn recomputes.
+  const size_t have = static_cast<size_t>(kept_.num_tokens);
+  if (have >= conversation.size() || conversation.size() > static_cast<size_t>(n_ctx_)) return;
+  catch_up_.assign(conversation.begin() + have, conversation.end());
+  catch_up_fed_ = 0;
+  catch_up_pending_ = 0;
+}
+
+void Generation::Abort() {
+  Finish(FinishReason::kCancelled);
+  catch_up_.clear();
+  done_ = true;
+}
 
 void Generation::FreeAll() {
   for (Seq& s : seqs_) cache_.Free(s.table);
@@ -435,15 +539,21 @@ GenerationResult Generation::TakeResult() {
 
 absl::StatusOr<GenerationResult> Generate(LlamaModel& model, const Tokenizer& tokenizer,
                                           KvCache& cache, std::vector<int32_t> prompt,
-                                          const DecodingOptions& options, StreamSink sink) {
+                                          const DecodingOptions& options, StreamSink sink,
+                                          int max_step_tokens) {
+  if (max_step_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_step_tokens must be >= 1, got ", max_step_tokens));
+  }
   TG_ASSIGN_OR_RETURN(auto g, Generation::Create(model, tokenizer, cache, std::move(prompt),
                                                  options, std::move(sink)));
   std::vector<ForwardSeq> seqs;
   std::vector<float> logits;
   while (!g->done()) {
     seqs.clear();
-    TG_RETURN_IF_ERROR(g->PrepareStep(&seqs));
+    TG_RETURN_IF_ERROR(g->PrepareStep(&seqs, max_step_tokens));
     if (g->done()) break;
+    if (seqs.empty()) return absl::InternalError("generation: a step prepared no work");
     absl::Status st = model.Forward(cache, absl::MakeSpan(seqs), &logits);
     if (!st.ok()) {
       g->Abort();

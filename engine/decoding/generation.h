@@ -2,11 +2,20 @@
 // greedy, sampling or beam search; stop rules; streaming; logprobs; sliding context window.
 //
 // A driver (Generate() below, or a scheduler batching many requests) repeats:
-//   PrepareStep(&seqs)  -> this request's sequences for the next forward pass
-//   LlamaModel::Forward -> one logits row per sequence
-//   ConsumeStep(rows)   -> choose tokens, fork/free beams, stream, maybe finish
+//   PrepareStep(&seqs, budget) -> this request's sequences for the next forward pass
+//   LlamaModel::Forward        -> logits rows for the sequences that want them
+//   ConsumeStep(rows)          -> choose tokens, fork/free beams, stream, maybe finish
 // until done(). Beams of one request advance together in one pass and share KV blocks
 // (forks of block tables, copy-on-write of a shared partial last block).
+//
+// Chunked prefill: work that is not one decode token per sequence -- the prompt (after a
+// session's cached prefix), every step's recompute with the cache off, and a session's
+// catch-up after the answer -- is "prompt work" and runs at most `budget` tokens per pass, so a
+// long prompt takes several passes and does not stall the requests batched with it. A chunk
+// that does not end its sequence's feed asks for no logits (ForwardSeq::logits = false), and
+// ConsumeStep only chooses a token once every sequence's feed has run. Decode tokens ignore
+// the budget. Chunking changes only how many rows a matmul sees, so results equal an unchunked
+// run's up to float summation order.
 //
 // Stop sequences (DecodingOptions::stop) are searched in the generated text only, never the
 // prompt. Greedy / sampling stop once the decoded text contains one. Beam search: a candidate
@@ -24,6 +33,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +51,9 @@
 #include "engine/tokenizer/tokenizer.h"
 
 namespace textgen {
+
+// A token budget that never binds.
+inline constexpr int kUnlimitedTokens = std::numeric_limits<int>::max();
 
 struct GeneratedToken {
   int32_t id = 0;
@@ -107,18 +120,30 @@ class Generation {
   BlockTable ReleaseCache() { return std::move(kept_); }
 
   // Appends this request's sequences for the next pass (spans point into this object and stay
-  // valid until ConsumeStep). Shifts the context window first when it is full (kSlide).
-  // Must not be called once done().
-  absl::Status PrepareStep(std::vector<ForwardSeq>* seqs);
-  // `logits` [n, vocab]: one row per sequence PrepareStep added, in order.
+  // valid until ConsumeStep). Shifts the context window first when it is full (kSlide). While
+  // prefilling() at most `max_prompt_tokens` tokens in all (possibly none: the request waits);
+  // decode tokens always run. Calling it again before ConsumeStep (the pass did not run)
+  // prepares the same pass again. Must not be called once done().
+  absl::Status PrepareStep(std::vector<ForwardSeq>* seqs, int max_prompt_tokens = kUnlimitedTokens);
+  // After the pass ran, if PrepareStep added any sequence. `logits` [rows, vocab]: one row per
+  // sequence PrepareStep added with ForwardSeq::logits set, in order (unused, may be null, when
+  // there were none: a prompt chunk only advances the prefill).
   absl::Status ConsumeStep(const float* logits);
-  // Finishes with kCancelled at the next step boundary; blocks are freed then (or at
-  // destruction).
+  // Whether the next pass runs prompt work that counts against a step's budget (see the top):
+  // false when it feeds one decode token per sequence.
+  bool prefilling() const;
+  // Prompt work already known to be ahead (tokens) before the next choice; 0 when decoding.
+  int pending_prompt_tokens() const;
+  // Finishes with kCancelled at the next step boundary (or, when the answer is complete, skips
+  // the session catch-up); blocks are freed then (or at destruction).
   void Cancel() { cancelled_.store(true); }
   bool cancel_requested() const { return cancelled_.load(); }
-  // Ends the request now (e.g. the driver failed): frees blocks, finish reason kCancelled.
+  // Ends the request now (e.g. the driver failed): frees blocks, finish reason kCancelled
+  // (unless the answer was complete and only the session catch-up was left).
   void Abort();
 
+  // No more passes: the answer is complete and, with KeepCacheForNextTurn, the kept table
+  // holds the whole conversation (or as much as could be kept).
   bool done() const { return done_; }
   // After done().
   GenerationResult TakeResult();
@@ -127,7 +152,11 @@ class Generation {
  private:
   struct Seq {
     BlockTable table;
-    std::vector<int32_t> feed;  // tokens to run next step (cache on)
+    // Tokens to run before the next choice: the prompt (or its uncached part), then one decode
+    // token; with the cache off, the whole window, recomputed every step.
+    std::vector<int32_t> feed;
+    size_t fed = 0;      // of feed, already run
+    size_t pending = 0;  // of feed, in the pass PrepareStep last prepared
   };
   Generation(LlamaModel& model, const Tokenizer& tokenizer, KvCache& cache,
              std::vector<int32_t> prompt, const DecodingOptions& options, StreamSink sink);
@@ -137,7 +166,12 @@ class Generation {
   std::vector<int32_t> WindowTokens(const std::vector<int32_t>& gen) const;
   absl::Status MaybeShift();
   void TrackBlocks();
+  // Ends the answer: final stream delta, result, kept table. done() unless a session
+  // catch-up is left to run.
   void Finish(FinishReason reason);
+  // With KeepCacheForNextTurn: the answer's tokens the kept table lacks (see catch_up_).
+  void PlanCatchUp();
+  void PrepareCatchUp(std::vector<ForwardSeq>* seqs, int max_tokens);
   void FreeAll();
   // Greedy / sampling.
   void ConsumeSingle(const float* logits);
@@ -161,17 +195,26 @@ class Generation {
   const int block_size_;
   const int keep_blocks_;
   std::atomic<bool> cancelled_{false};
-  bool done_ = false;
-  bool started_ = false;
+  bool finished_ = false;     // the answer is complete (Finish ran)
+  bool done_ = false;         // and no pass is left
+  bool step_open_ = false;    // the feeds of the next choice are set; passes are running them
+  bool prompt_done_ = false;  // the first token has been chosen
   FinishReason finish_ = FinishReason::kLength;
   int dropped_blocks_ = 0;  // sliding window: blocks dropped after the kept prefix so far
   int ctx_len_ = 0;         // tokens in context once the pending feed has run
   std::vector<Seq> seqs_;   // live sequences (1, or the running beams)
   bool keep_cache_ = false;
-  BlockTable kept_;                           // see ReleaseCache
-  std::vector<std::vector<int32_t>> window_;  // cache off: what PrepareStep fed, per seq
-  std::vector<double> logprobs_;              // [vocab] scratch
-  std::vector<float> processed_;              // [vocab] scratch
+  BlockTable kept_;  // see ReleaseCache
+  // Session catch-up: the conversation tokens kept_ lacks after the answer (greedy: the last
+  // token, never fed; beams: the whole answer), run as logit-less chunks before done() so that
+  // the next turn prefills only its own tokens.
+  std::vector<int32_t> catch_up_;
+  size_t catch_up_fed_ = 0;
+  size_t catch_up_pending_ = 0;
+  std::vector<float>
+      step_logits_;               // [n_seqs, vocab] last rows of feeds that ended in earlier passes
+  std::vector<double> logprobs_;  // [vocab] scratch
+  std::vector<float> processed_;  // [vocab] scratch
   GenerationStats stats_;
   std::chrono::steady_clock::time_point start_;
 
@@ -200,11 +243,12 @@ class Generation {
   std::vector<std::string> beam_tails_;  // per running beam: its last stop_tail_bytes_ bytes
 };
 
-// Runs one request alone to completion (the single-request driver).
+// Runs one request alone to completion (the single-request driver), at most `max_step_tokens`
+// prompt tokens per pass (>= 1, else InvalidArgument).
 absl::StatusOr<GenerationResult> Generate(LlamaModel& model, const Tokenizer& tokenizer,
                                           KvCache& cache, std::vector<int32_t> prompt,
-                                          const DecodingOptions& options,
-                                          StreamSink sink = nullptr);
+                                          const DecodingOptions& options, StreamSink sink = nullptr,
+                                          int max_step_tokens = kUnlimitedTokens);
 
 }  // namespace textgen
 

@@ -83,7 +83,7 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
     }
     if (s.pos0 < 0) return absl::InvalidArgumentError("forward: negative position");
     total += static_cast<int64_t>(s.tokens.size());
-    rows += s.all_logits ? static_cast<int64_t>(s.tokens.size()) : 1;
+    if (s.logits) rows += s.all_logits ? static_cast<int64_t>(s.tokens.size()) : 1;
     blocks_needed += cache.BlocksNeeded(*s.table, static_cast<int>(s.tokens.size()));
   }
   if (total == 0) {
@@ -146,11 +146,19 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   }
 
   // Final norm and logits only for the rows that need them.
+  if (rows == 0) {
+    logits->clear();
+    return absl::OkStatus();
+  }
   s.last.resize(rows * d);
   row = 0;
   int64_t out_row = 0;
   for (const ForwardSeq& fs : seqs) {
     const int64_t n = static_cast<int64_t>(fs.tokens.size());
+    if (!fs.logits) {
+      row += n;
+      continue;
+    }
     const int64_t first = fs.all_logits ? row : row + n - 1;
     const int64_t count = fs.all_logits ? n : 1;
     std::memcpy(&s.last[out_row * d], &s.x[first * d], count * d * sizeof(float));

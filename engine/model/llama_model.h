@@ -23,6 +23,9 @@ struct ForwardSeq {
   BlockTable* table = nullptr;       // the sequence's cache; grows by n
   int32_t pos0 = 0;                  // RoPE position of tokens[0]
   bool all_logits = false;           // logits for every token, else only the last
+  // false: no logits row at all (a prompt chunk that is not the prompt's last), which skips
+  // its share of the final norm and of the output matmul, the costliest op of small models.
+  bool logits = true;
 };
 
 struct LlamaModelOptions {
@@ -42,7 +45,8 @@ class LlamaModel {
   // Runs `seqs` in one pass. First appends each sequence's tokens to its table (all-or-nothing:
   // if the pool cannot fit them all, no table changes and ResourceExhausted is returned), then
   // computes. `logits` receives [rows, n_vocab]: per sequence in order, one row (its last
-  // token) or n rows (all_logits). InvalidArgument for token ids outside the vocabulary or
+  // token), n rows (all_logits) or none (!logits); empty when no sequence wants logits.
+  // InvalidArgument for token ids outside the vocabulary or
   // positions beyond what RoPE can represent.
   absl::Status Forward(KvCache& cache, absl::Span<ForwardSeq> seqs, std::vector<float>* logits);
 

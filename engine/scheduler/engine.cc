@@ -12,6 +12,10 @@
 namespace textgen {
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  if (options.max_step_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_step_tokens must be >= 1, got ", options.max_step_tokens));
+  }
   auto e = std::unique_ptr<Engine>(new Engine());
   e->options_ = options;
   TG_ASSIGN_OR_RETURN(e->model_, Model::Load(options.model_path, options.model));
@@ -305,18 +309,11 @@ void Engine::ReturnSession(Active& a, const absl::StatusOr<GenerationResult>& re
     tokens = s.tokens;
     deleted = s.deleted;
   }
-  // The cache lacks the answer's last token (never fed) or, after beam search, the whole
-  // answer: run it now so that the next turn prefills only its new tokens.
-  if (!deleted && !kept.empty() && kept.num_tokens < static_cast<int>(tokens.size()) &&
-      static_cast<int>(tokens.size()) <= model_->config().n_ctx) {
-    ForwardSeq fs;
-    fs.tokens = absl::MakeConstSpan(tokens).subspan(kept.num_tokens);
-    fs.table = &kept;
-    fs.pos0 = kept.num_tokens;
-    std::vector<float> ignored;
-    if (!model_->llama().Forward(*cache_, absl::MakeSpan(&fs, 1), &ignored).ok()) {
-      cache_->Free(kept);  // no room now: the next turn recomputes
-    }
+  // `kept` holds the K/V of a prefix of `tokens`: the whole conversation once the
+  // generation's catch-up ran, else less (cancelled, no room), which the next turn recomputes.
+  // A failed turn leaves the conversation as it was, without its own prompt tokens.
+  if (kept.num_tokens > static_cast<int>(tokens.size())) {
+    cache_->Truncate(kept, static_cast<int>(tokens.size()));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -339,8 +336,14 @@ void Engine::Admit() {
       Pending& front = queue_.front();
       cancelled = cancelled_[front.id];
       if (!cancelled) {
+        // Running sequences may each start a block next step; prompts still being prefilled in
+        // chunks will take the blocks of their remaining tokens.
+        const int bs = cache_->block_size();
         int reserve = 0;
-        for (const Active& a : active_) reserve += static_cast<int>(a.rows) + 1;
+        for (const Active& a : active_) {
+          reserve +=
+              static_cast<int>(a.seqs) + 1 + (a.generation->pending_prompt_tokens() + bs - 1) / bs;
+        }
         const int need = BlocksToStart(static_cast<int>(front.prompt.size()), front.decoding);
         if (need + reserve > cache_->num_free_blocks() && !active_.empty()) {
           mu_.Unlock();
@@ -383,8 +386,24 @@ void Engine::Admit() {
     }
     if (p.session != nullptr) (*g)->KeepCacheForNextTurn();
     active_.push_back(Active{p.id, std::move(g).value(), std::move(p.session), std::move(p.prompt),
-                             std::move(sink), 0});
+                             std::move(sink)});
   }
+}
+
+int Engine::Prepare(Active& a, int max_prompt_tokens) {
+  const size_t before = seqs_.size();
+  a.first_seq = before;
+  a.seqs = 0;
+  absl::Status st = a.generation->PrepareStep(&seqs_, max_prompt_tokens);
+  if (!st.ok()) {
+    seqs_.resize(before);
+    a.generation->Abort();
+    return 0;
+  }
+  a.seqs = seqs_.size() - before;
+  int tokens = 0;
+  for (size_t k = before; k < seqs_.size(); ++k) tokens += static_cast<int>(seqs_[k].tokens.size());
+  return tokens;
 }
 
 void Engine::Step() {
@@ -395,17 +414,29 @@ void Engine::Step() {
       if (cancelled_[a.id]) a.generation->Cancel();
     }
   }
+  // Decode tokens first: one per running sequence, always. Then prompt chunks, oldest request
+  // first (active_ is in admission order), each taking what remains of the budget, so a prompt
+  // may start in the step in which an older one finishes.
+  std::vector<Active*> prefilling;
+  int decode_tokens = 0;
   for (Active& a : active_) {
-    const size_t before = seqs_.size();
-    absl::Status st = a.generation->PrepareStep(&seqs_);
-    if (!st.ok()) {
-      seqs_.resize(before);
-      a.generation->Abort();
-      a.rows = 0;
+    a.seqs = 0;
+    a.decode_tokens = a.prompt_tokens = 0;
+    if (a.generation->prefilling()) {
+      prefilling.push_back(&a);
       continue;
     }
-    a.rows = seqs_.size() - before;
+    a.decode_tokens = Prepare(a, 0);
+    decode_tokens += a.decode_tokens;
   }
+  int budget = std::max(0, options_.max_step_tokens - decode_tokens);
+  int prompt_tokens = 0;
+  for (Active* a : prefilling) {
+    a->prompt_tokens = Prepare(*a, budget);
+    budget -= a->prompt_tokens;
+    prompt_tokens += a->prompt_tokens;
+  }
+  StepReport report;
   if (!seqs_.empty()) {
     absl::Status st = model_->llama().Forward(*cache_, absl::MakeSpan(seqs_), &logits_);
     if (!st.ok()) {
@@ -431,14 +462,23 @@ void Engine::Step() {
       }
       return;
     }
-    const int vocab = model_->config().n_vocab;
-    size_t row = 0;
-    for (Active& a : active_) {
-      if (a.rows == 0) continue;
-      absl::Status cs = a.generation->ConsumeStep(logits_.data() + row * vocab);
-      if (!cs.ok()) a.generation->Abort();
-      row += a.rows;
+    // Sequences without logits (prompt chunks that do not end a prompt) have no row.
+    row_of_seq_.resize(seqs_.size());
+    size_t rows = 0;
+    for (size_t k = 0; k < seqs_.size(); ++k) {
+      row_of_seq_[k] = rows;
+      if (seqs_[k].logits) rows += seqs_[k].all_logits ? seqs_[k].tokens.size() : 1;
     }
+    const int vocab = model_->config().n_vocab;
+    for (Active& a : active_) {
+      if (a.seqs == 0) continue;
+      absl::Status cs =
+          a.generation->ConsumeStep(logits_.data() + row_of_seq_[a.first_seq] * vocab);
+      if (!cs.ok()) a.generation->Abort();
+      report.requests.push_back({a.id, a.decode_tokens, a.prompt_tokens});
+    }
+    report.decode_tokens = decode_tokens;
+    report.prompt_tokens = prompt_tokens;
   }
   // Finished requests leave at the step boundary.
   std::vector<Active> done;
@@ -459,11 +499,12 @@ void Engine::Step() {
   }
   {
     absl::MutexLock lock(&mu_);
-    ++steps_;
+    report.step = ++steps_;
     active_count_ -= static_cast<int>(done.size());
     for (const Active& a : done) cancelled_.erase(a.id);
     kv_free_ = cache_->num_free_blocks();
   }
+  if (options_.step_observer && !seqs_.empty()) options_.step_observer(report);
   for (size_t i = 0; i < done.size(); ++i) done[i].sink->OnDone(std::move(results[i]));
 }
 

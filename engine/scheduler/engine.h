@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,19 @@
 
 namespace textgen {
 
+// What one scheduler step ran: one forward pass over every active request's share.
+struct StepReport {
+  struct Request {
+    uint64_t id = 0;        // as Submit returned it
+    int decode_tokens = 0;  // one per running sequence (live beam)
+    int prompt_tokens = 0;  // its prefill chunk (or cache-off recompute, or session catch-up)
+  };
+  int64_t step = 0;  // EngineStats::steps once this step is counted
+  int decode_tokens = 0;
+  int prompt_tokens = 0;
+  std::vector<Request> requests;  // those that ran tokens, oldest first
+};
+
 struct EngineOptions {
   std::string model_path;
   ModelOptions model;
@@ -34,10 +48,19 @@ struct EngineOptions {
   int max_queued_requests = 64;
   // Requests advanced together per step.
   int max_active_requests = 64;
+  // The most tokens one forward pass runs (>= 1). Each step runs first every decoding
+  // sequence's next token (always, even beyond this budget), then prompt chunks of the requests
+  // still prefilling, oldest first, each taking what remains: a long prompt is prefilled over
+  // several steps instead of stalling every other stream for one long pass.
+  int max_step_tokens = 512;
   // Conversations kept at once; CreateSession beyond it fails with ResourceExhausted.
   int max_sessions = 1024;
   // A session unused this long is deleted (its blocks freed).
   absl::Duration session_ttl = absl::Minutes(10);
+  // Optional: called on the scheduler thread after every forward pass, after the requests'
+  // OnDelta and before their OnDone (metrics, tests). Must return quickly; may call Cancel and
+  // Stats.
+  std::function<void(const StepReport&)> step_observer;
 };
 
 // Receives one request's stream. Called on the scheduler thread: must return quickly and never
@@ -77,7 +100,8 @@ struct EngineStats {
 // Thread-safe: Submit, Cancel and Stats may be called from any thread.
 class Engine {
  public:
-  // Loads the model, allocates the KV pool, starts the scheduler thread.
+  // Validates the options (InvalidArgument naming the field), loads the model, allocates the
+  // KV pool, starts the scheduler thread.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
   // Stops the scheduler; requests still queued or running end with OnDone (cancelled).
   ~Engine();
@@ -127,7 +151,11 @@ class Engine {
     std::shared_ptr<SessionState> session;
     std::vector<int32_t> prompt;
     std::shared_ptr<GenerationSink> sink;
-    size_t rows = 0;  // sequences it added to this step
+    // This step's share: sequences seqs_[first_seq, first_seq + seqs) and their tokens.
+    size_t first_seq = 0;
+    size_t seqs = 0;
+    int decode_tokens = 0;
+    int prompt_tokens = 0;
   };
 
   Engine() = default;
@@ -135,6 +163,9 @@ class Engine {
   // Moves queued requests into the active set while the pool can hold their prompts.
   void Admit();
   void Step();
+  // Appends a's sequences for this step (at most max_prompt_tokens prompt tokens); returns how
+  // many tokens they hold. A request that fails to prepare is aborted and adds nothing.
+  int Prepare(Active& a, int max_prompt_tokens);
   // Blocks a request needs to start: its prompt for every beam it may fork into.
   int BlocksToStart(int prompt_tokens, const DecodingOptions& d) const;
   // Hands a finished request's conversation and KV cache back to its session, if any.
@@ -165,6 +196,7 @@ class Engine {
   std::vector<Active> active_;
   std::vector<ForwardSeq> seqs_;
   std::vector<float> logits_;
+  std::vector<size_t> row_of_seq_;  // [seqs_.size()] index of a sequence's first logits row
   std::thread thread_;
 };
 

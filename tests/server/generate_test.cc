@@ -1,5 +1,5 @@
 // Generate end to end (real server process, real gRPC stubs): llama.cpp parity, the stream
-// against the final message, beam hypotheses, many concurrent streams.
+// against the final message, beam hypotheses, many concurrent streams, a small step budget.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -153,6 +153,37 @@ TEST_CASE("32 concurrent streams all complete correctly", "[server][generate]") 
     CHECK(results[i].ids == cases[i % cases.size()].generated_ids);
     CHECK(results[i].last.finish_reason() == v1::LENGTH);
   }
+}
+
+TEST_CASE("a small --max-step-tokens prefills in chunks and changes no answer",
+          "[server][generate]") {
+  ServerProcessOptions o;
+  o.extra_args = {"--max-step-tokens", "3", "--log-level", "warn"};
+  ServerProcess server(o);
+  int n_predict = 0;
+  const std::vector<ReferenceCase> cases = LoadReference(&n_predict);
+  constexpr int kStreams = 8;
+  std::vector<StreamResult> results(kStreams);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i) {
+    threads.emplace_back([&, i] {
+      auto stub = v1::TextGeneration::NewStub(server.channel());
+      results[i] = RunGenerate(*stub, GreedyIds(cases[i % cases.size()], n_predict));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    INFO("stream " << i << ": " << results[i].status.error_message());
+    REQUIRE(results[i].status.ok());
+    CHECK(results[i].ids == cases[i % cases.size()].generated_ids);
+  }
+  CHECK(server.Stop() == 0);
+
+  const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
+  REQUIRE(bin_dir != nullptr);
+  CommandResult bad = RunCommand(std::string(bin_dir) + "/textgen-server --max-step-tokens 0 2>&1");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("--max-step-tokens"));
 }
 
 TEST_CASE("a defaulted max_new_tokens stops at the context limit", "[server][generate]") {

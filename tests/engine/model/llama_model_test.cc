@@ -1,5 +1,6 @@
-// The forward pass: batching sequences at different positions, logits for every row, cache
-// exhaustion and bad tokens, and GGUF vs Hugging Face layouts of the same weights.
+// The forward pass: batching sequences at different positions, logits for every row or none
+// (prompt chunks), cache exhaustion and bad tokens, and GGUF vs Hugging Face layouts of the
+// same weights.
 #include "engine/model/llama_model.h"
 
 #include <catch2/catch.hpp>
@@ -84,6 +85,46 @@ TEST_CASE("a batched pass equals separate passes", "[model]") {
     CHECK(MaxAbsDiff(li.data(), lc.data() + i * vocab, vocab) < 1e-4);
   }
   for (BlockTable* t : {&ta, &tb, &tc, &ta2, &tb2, &tc2, &t1}) cache->Free(*t);
+  CHECK(cache->num_free_blocks() == cache->num_total_blocks());
+}
+
+TEST_CASE("sequences without logits get no row; a prompt run in chunks equals it whole",
+          "[model]") {
+  auto model = Model::Load(testing::ModelPath("stories260K.gguf"));
+  REQUIRE(model.ok());
+  LlamaModel& m = (*model)->llama();
+  const int vocab = m.config().n_vocab;
+  auto cache = MakeCache(m.config(), 64, 4);
+  std::vector<int32_t> a = Tokens(23, 3), b = Tokens(7, 8);
+
+  // Whole: a's last row, b's rows.
+  BlockTable ta, tb;
+  std::vector<float> la, lb;
+  ForwardSeq fa{a, &ta, 0, false};
+  REQUIRE(m.Forward(*cache, absl::MakeSpan(&fa, 1), &la).ok());
+  ForwardSeq fb{b, &tb, 0, true};
+  REQUIRE(m.Forward(*cache, absl::MakeSpan(&fb, 1), &lb).ok());
+
+  // a in chunks of 10, 10 and 3 beside b: only the chunk that ends a has a row.
+  BlockTable ta2, tb2;
+  const auto chunk = [&](int from, int n) { return absl::MakeConstSpan(a).subspan(from, n); };
+  ForwardSeq first{chunk(0, 10), &ta2, 0, false};
+  first.logits = false;
+  std::vector<float> logits = {1.0f};
+  REQUIRE(m.Forward(*cache, absl::MakeSpan(&first, 1), &logits).ok());
+  CHECK(logits.empty());
+  CHECK(ta2.num_tokens == 10);  // its K/V are in the cache all the same
+  std::vector<ForwardSeq> batch = {{b, &tb2, 0, true}, {chunk(10, 10), &ta2, 10, false}};
+  batch[1].logits = false;
+  REQUIRE(m.Forward(*cache, absl::MakeSpan(batch), &logits).ok());
+  REQUIRE(logits.size() == b.size() * vocab);  // b's rows only
+  CHECK(MaxAbsDiff(logits.data(), lb.data(), b.size() * vocab) < 1e-4);
+  ForwardSeq last{chunk(20, 3), &ta2, 20, false};
+  REQUIRE(m.Forward(*cache, absl::MakeSpan(&last, 1), &logits).ok());
+  REQUIRE(logits.size() == static_cast<size_t>(vocab));
+  CHECK(MaxAbsDiff(logits.data(), la.data(), vocab) < 1e-4);
+  CHECK(ta2.num_tokens == 23);
+  for (BlockTable* t : {&ta, &tb, &ta2, &tb2}) cache->Free(*t);
   CHECK(cache->num_free_blocks() == cache->num_total_blocks());
 }
 

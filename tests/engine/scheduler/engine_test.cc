@@ -6,59 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
+#include "tests/engine/scheduler/engine_test_util.h"
 #include "tests/test_util.h"
 
 namespace textgen {
 namespace {
 
-// Collects a request's stream; Wait() blocks until OnDone.
-class CollectingSink : public GenerationSink {
- public:
-  void OnDelta(const StreamDelta& d) override {
-    absl::MutexLock lock(&mu_);
-    for (const auto& t : d.tokens) ids_.push_back(t.id);
-    text_ += d.text;
-    ++deltas_;
-  }
-  void OnDone(absl::StatusOr<GenerationResult> r) override {
-    {
-      absl::MutexLock lock(&mu_);
-      ++done_calls_;
-      result_ = std::move(r);
-    }
-    done_.Notify();
-  }
-  const absl::StatusOr<GenerationResult>& Wait() {
-    done_.WaitForNotification();
-    return result_;
-  }
-  std::vector<int32_t> ids() {
-    absl::MutexLock lock(&mu_);
-    return ids_;
-  }
-  std::string text() {
-    absl::MutexLock lock(&mu_);
-    return text_;
-  }
-  int deltas() {
-    absl::MutexLock lock(&mu_);
-    return deltas_;
-  }
-  int done_calls() {
-    absl::MutexLock lock(&mu_);
-    return done_calls_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<int32_t> ids_;
-  std::string text_;
-  int deltas_ = 0;
-  int done_calls_ = 0;
-  absl::StatusOr<GenerationResult> result_ = absl::UnknownError("not done");
-  absl::Notification done_;
-};
+using testing::CollectingSink;
 
 std::unique_ptr<Engine> MakeEngine(int kv_blocks = 512, int max_queued = 64) {
   EngineOptions o;
