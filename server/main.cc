@@ -28,7 +28,11 @@ Flags take a value as "--flag VALUE" or "--flag=VALUE".
                                (default $TEXTGEN_MODELS/stories260K.gguf, else
                                models/stories260K.gguf)
   --listen HOST:PORT           address to listen on (default 127.0.0.1:50051; port 0 = any)
+  --compute bf16|f32           matmul arithmetic: bf16 (fast, default) or f32 (exact, for
+                               parity with other engines)
   --threads N                  compute threads (0 = chosen from the model size; default 0)
+  --context N                  context length to serve, at most the model's trained length
+                               (default: the trained length)
   --kv-cache-mib N             KV cache pool size in MiB (default 256)
   --kv-blocks N                KV cache pool size in blocks; overrides --kv-cache-mib
   --kv-block-size N            tokens per KV block (default 16)
@@ -86,11 +90,24 @@ Flags ParseFlags(int argc, char** argv) {
   Flags f;
   ServerOptions& o = f.options;
   o.engine.model_path = DefaultModelPath();
+  o.engine.model.llama.linear.compute = ops::LinearCompute::kBf16;  // fast unless asked
   constexpr int64_t kIntMax = 0x7fffffff;
   using Setter = std::function<void(const std::string& flag, const std::string& value)>;
   const std::map<std::string, Setter> setters = {
       {"--model", [&](auto&, auto& v) { o.engine.model_path = v; }},
       {"--listen", [&](auto&, auto& v) { o.listen = v; }},
+      {"--compute",
+       [&](auto& n, auto& v) {
+         if (v != "bf16" && v != "f32") {
+           UsageError(absl::StrCat(n, " must be bf16 or f32, got \"", v, "\""));
+         }
+         o.engine.model.llama.linear.compute =
+             v == "bf16" ? ops::LinearCompute::kBf16 : ops::LinearCompute::kF32;
+       }},
+      {"--context",
+       [&](auto& n, auto& v) {
+         o.engine.model.llama.n_ctx = static_cast<int>(ParseInt(n, v, 1, kIntMax));
+       }},
       {"--threads",
        [&](auto& n, auto& v) {
          o.engine.model.threads = static_cast<int>(ParseInt(n, v, 0, 1024));

@@ -56,8 +56,9 @@ Decoding (greedy unless --temperature > 0 or --beams is given):
   --n-keep N              tokens never dropped by the sliding window (default 0)
 
 Engine:
-  --compute f32|bf16      matmul arithmetic: f32 (exact, default) or bf16 (fast)
+  --compute bf16|f32      matmul arithmetic: bf16 (fast, default) or f32 (exact, for parity work)
   --threads N             compute threads (default: chosen for the model size)
+  --context N             context length to serve, at most the model's (default: the model's)
   --kv-block-size N       tokens per KV cache block (default 16)
   --kv-blocks N           KV cache pool size in blocks (default: enough for the request)
   --verbose               debug logging
@@ -73,9 +74,10 @@ struct Args {
   bool json = false;
   bool bos = true;
   int threads = 0;
+  int n_ctx = 0;
   int block_size = 16;
   int kv_blocks = 0;
-  bool bf16 = false;
+  bool bf16 = true;
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -195,6 +197,8 @@ Args ParseArgs(int argc, char** argv) {
       a.bf16 = v == "bf16";
     } else if (flag == "--threads") {
       a.threads = ParseInt(flag, value(), 1);
+    } else if (flag == "--context") {
+      a.n_ctx = ParseInt(flag, value(), 1);
     } else if (flag == "--kv-block-size") {
       a.block_size = ParseInt(flag, value(), 1);
     } else if (flag == "--kv-blocks") {
@@ -246,6 +250,7 @@ nlohmann::json TokenJson(const GeneratedToken& t) {
 int RunGenerate(const Args& a) {
   ModelOptions model_options;
   model_options.threads = a.threads;
+  model_options.llama.n_ctx = a.n_ctx;
   if (a.bf16) model_options.llama.linear.compute = ops::LinearCompute::kBf16;
   auto model = Model::Load(a.model, model_options);
   if (!model.ok()) Die(std::string(model.status().message()));

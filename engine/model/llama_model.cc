@@ -11,21 +11,38 @@
 #include "engine/util/status_macros.h"
 
 namespace textgen {
+namespace {
+
+ops::WeightType ToWeightType(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return ops::WeightType::kF32;
+    case DType::kF16:
+      return ops::WeightType::kF16;
+    case DType::kBF16:
+      return ops::WeightType::kBf16;
+    case DType::kQ8_0:
+      return ops::WeightType::kQ8_0;
+  }
+  return ops::WeightType::kF32;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ops::Linear>> LlamaModel::MakeLinear(const WeightSource& source,
                                                                     const std::string& name,
                                                                     int64_t out, int64_t in,
                                                                     const ops::LinearOptions& o) {
-  TG_ASSIGN_OR_RETURN(std::vector<float> w, source.LoadF32(name, {out, in}));
+  TG_ASSIGN_OR_RETURN(NativeTensor w, source.LoadNative(name, {out, in}));
   ops::LinearOptions options = o;
-  options.copy_weights = true;  // `w` is a temporary
-  auto linear = ops::Linear::Create(w.data(), out, in, options);
+  options.copy_weights = !w.owned.empty();  // reordered rows live in a temporary
+  auto linear =
+      ops::Linear::Create(ops::WeightView{ToWeightType(w.type), w.data, out, in}, options);
   if (!linear.ok()) {
     return absl::Status(linear.status().code(),
                         absl::StrCat("preparing ", name, ": ", linear.status().message()));
   }
-  weight_bytes_ +=
-      static_cast<size_t>(out * in) * (o.compute == ops::LinearCompute::kBf16 ? 2 : sizeof(float));
+  weight_bytes_ += (*linear)->weights().bytes();
   return std::move(linear).value();
 }
 
@@ -33,13 +50,20 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig
                                                                const WeightSource& source,
                                                                const LlamaModelOptions& options) {
   TG_RETURN_IF_ERROR(config.Validate());
+  if (options.n_ctx < 0 || options.n_ctx > config.n_ctx) {
+    return absl::InvalidArgumentError(absl::StrCat("context length ", options.n_ctx,
+                                                   " is outside [1, ", config.n_ctx,
+                                                   "] (the model's trained context)"));
+  }
   auto m = std::unique_ptr<LlamaModel>(new LlamaModel(config));
+  if (options.n_ctx > 0) m->config_.n_ctx = options.n_ctx;
   const int64_t d = config.n_embd, ff = config.n_ff, vocab = config.n_vocab;
   const int64_t q_dim = int64_t{config.n_heads} * config.head_dim;
   const int64_t kv_dim = int64_t{config.n_kv_heads} * config.head_dim;
   const ops::LinearOptions& lo = options.linear;
 
-  TG_ASSIGN_OR_RETURN(m->token_embd_, source.LoadF32("token_embd.weight", {vocab, d}));
+  TG_ASSIGN_OR_RETURN(m->token_embd_, source.LoadNative("token_embd.weight", {vocab, d}));
+  TG_ASSIGN_OR_RETURN(m->token_embd_row_bytes_, RowBytes(m->token_embd_.type, d));
   TG_ASSIGN_OR_RETURN(m->output_norm_, source.LoadF32("output_norm.weight", {d}));
   const std::string output_name =
       source.Has("output.weight") ? "output.weight" : "token_embd.weight";
@@ -117,7 +141,8 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   int64_t row = 0;
   for (const ForwardSeq& fs : seqs) {
     for (size_t i = 0; i < fs.tokens.size(); ++i, ++row) {
-      std::memcpy(&s.x[row * d], &token_embd_[int64_t{fs.tokens[i]} * d], d * sizeof(float));
+      ToF32(token_embd_.type, token_embd_.data + fs.tokens[i] * token_embd_row_bytes_,
+            &s.x[row * d], d);
       s.pos[row] = fs.pos0 + static_cast<int32_t>(i);
     }
   }

@@ -30,14 +30,20 @@ struct ForwardSeq {
 
 struct LlamaModelOptions {
   ops::LinearOptions linear;
+  // Context length to serve, at most the trained one (config n_ctx); 0 = the trained length.
+  // A shorter context bounds each sequence's KV cache and, with the sliding window, the work
+  // per token (llama.cpp's -c).
+  int n_ctx = 0;
 };
 
 // Owns the prepared weights (norm vectors, Linear operators). Forward is not reentrant (it
 // reuses scratch buffers): one caller at a time, e.g. the scheduler thread.
 class LlamaModel {
  public:
-  // Reads every tensor from `source` (dequantized to F32), checks shapes against `config`,
-  // and prepares the matmuls. Errors name the missing or mismatched tensor.
+  // Reads every tensor from `source`, checks shapes against `config`, and prepares the matmuls
+  // on the weights at their stored type (borrowed from the source's mapping, which must outlive
+  // the model, unless options.linear converts them). Errors name the missing or mismatched
+  // tensor.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const ModelConfig& config,
                                                             const WeightSource& source,
                                                             const LlamaModelOptions& options);
@@ -60,7 +66,8 @@ class LlamaModel {
                             int drop_blocks) const;
 
   const ModelConfig& config() const { return config_; }
-  // Bytes of weights as prepared (what a decode step streams).
+  // Bytes of the matmul weights as prepared: what a decode step streams (the embedding table is
+  // not streamed, one row per token is read).
   size_t weight_bytes() const { return weight_bytes_; }
 
  private:
@@ -92,7 +99,8 @@ class LlamaModel {
                                                           int64_t in, const ops::LinearOptions& o);
 
   ModelConfig config_;
-  std::vector<float> token_embd_;        // [n_vocab, n_embd]
+  NativeTensor token_embd_;  // [n_vocab, n_embd], rows widened to F32 on lookup
+  size_t token_embd_row_bytes_ = 0;
   std::vector<float> output_norm_;       // [n_embd]
   std::unique_ptr<ops::Linear> output_;  // [n_vocab, n_embd]
   std::vector<Layer> layers_;

@@ -30,6 +30,24 @@ class GgufWeightSource : public WeightSource {
 
   absl::StatusOr<std::vector<float>> LoadF32(const std::string& name,
                                              const std::vector<int64_t>& shape) const override {
+    TG_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, shape));
+    std::vector<float> out(static_cast<size_t>(t->num_elements));
+    ToF32(t->type, t->data, out.data(), t->num_elements);
+    return out;
+  }
+
+  absl::StatusOr<NativeTensor> LoadNative(const std::string& name,
+                                          const std::vector<int64_t>& shape) const override {
+    TG_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, shape));
+    NativeTensor n;
+    n.type = t->type;
+    n.data = t->data;
+    return n;
+  }
+
+ private:
+  absl::StatusOr<const GgufTensorInfo*> Find(const std::string& name,
+                                             const std::vector<int64_t>& shape) const {
     const GgufTensorInfo* t = gguf_->FindTensor(name);
     if (t == nullptr) {
       return absl::NotFoundError(absl::StrCat(gguf_->path(), ": missing tensor ", name));
@@ -37,12 +55,9 @@ class GgufWeightSource : public WeightSource {
     // GGUF lists the fastest-varying dimension first; row-major shapes list it last.
     std::vector<int64_t> stored(t->dims.rbegin(), t->dims.rend());
     TG_RETURN_IF_ERROR(CheckShape(gguf_->path(), name, stored, shape));
-    std::vector<float> out(static_cast<size_t>(t->num_elements));
-    ToF32(t->type, t->data, out.data(), t->num_elements);
-    return out;
+    return t;
   }
 
- private:
   const GgufFile* gguf_;
 };
 
@@ -86,12 +101,28 @@ class HfWeightSource : public WeightSource {
     TG_RETURN_IF_ERROR(CheckShape(st_->path(), name, t->shape, shape));
     std::vector<float> out(static_cast<size_t>(t->num_elements));
     ToF32(t->type, t->data, out.data(), t->num_elements);
-    const bool is_q = name.find(".attn_q.") != std::string::npos;
-    const bool is_k = name.find(".attn_k.") != std::string::npos;
-    if (is_q || is_k) {
-      return ToInterleaved(out, is_q ? config_.n_heads : config_.n_kv_heads, shape[1]);
-    }
+    if (const int heads = RopeHeads(name); heads > 0) return ToInterleaved(out, heads, shape[1]);
     return out;
+  }
+
+  absl::StatusOr<NativeTensor> LoadNative(const std::string& name,
+                                          const std::vector<int64_t>& shape) const override {
+    const SafetensorsTensor* t = Find(name);
+    if (t == nullptr) {
+      return absl::NotFoundError(absl::StrCat(st_->path(), ": missing tensor ", name, " (",
+                                              HfName(name).value_or("?"), ")"));
+    }
+    TG_RETURN_IF_ERROR(CheckShape(st_->path(), name, t->shape, shape));
+    NativeTensor n;
+    n.type = t->type;
+    n.data = t->data;
+    if (const int heads = RopeHeads(name); heads > 0) {
+      TG_ASSIGN_OR_RETURN(const size_t row_bytes, RowBytes(t->type, shape[1]));
+      n.owned = ToInterleaved(std::vector<uint8_t>(t->data, t->data + row_bytes * shape[0]), heads,
+                              static_cast<int64_t>(row_bytes));
+      n.data = n.owned.data();
+    }
+    return n;
   }
 
  private:
@@ -107,12 +138,21 @@ class HfWeightSource : public WeightSource {
     return t;
   }
 
+  // Heads of a q/k projection (rows to reorder for RoPE), 0 for other tensors.
+  int RopeHeads(const std::string& name) const {
+    if (name.find(".attn_q.") != std::string::npos) return config_.n_heads;
+    if (name.find(".attn_k.") != std::string::npos) return config_.n_kv_heads;
+    return 0;
+  }
+
   // HF orders each head's rows for rotate-half RoPE (first half, second half); GGUF
-  // interleaves them (pairs 2i, 2i+1). GGUF row 2i+j of a head is HF row j*half + i.
-  std::vector<float> ToInterleaved(const std::vector<float>& w, int n_heads, int64_t cols) const {
+  // interleaves them (pairs 2i, 2i+1). GGUF row 2i+j of a head is HF row j*half + i. `cols`
+  // counts elements of T per row (bytes for raw rows).
+  template <typename T>
+  std::vector<T> ToInterleaved(const std::vector<T>& w, int n_heads, int64_t cols) const {
     const int head_dim = config_.head_dim;
     const int half = config_.rope_dim / 2;
-    std::vector<float> out(w);
+    std::vector<T> out(w);
     for (int h = 0; h < n_heads; ++h) {
       for (int i = 0; i < half; ++i) {
         for (int j = 0; j < 2; ++j) {

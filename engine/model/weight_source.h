@@ -15,6 +15,14 @@
 
 namespace textgen {
 
+// A tensor at its stored type: `data` points into the source's mapping (valid while the source's
+// file lives) or into `owned` (when rows had to be reordered). Moving keeps `data` valid.
+struct NativeTensor {
+  DType type = DType::kF32;
+  const uint8_t* data = nullptr;
+  std::vector<uint8_t> owned;
+};
+
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
@@ -26,6 +34,9 @@ class WeightSource {
   // interleaved RoPE row order whatever the source.
   virtual absl::StatusOr<std::vector<float>> LoadF32(const std::string& name,
                                                      const std::vector<int64_t>& shape) const = 0;
+  // The same tensor without conversion (same errors, same row order as LoadF32).
+  virtual absl::StatusOr<NativeTensor> LoadNative(const std::string& name,
+                                                  const std::vector<int64_t>& shape) const = 0;
 };
 
 // Borrows `gguf`, which must outlive the source.

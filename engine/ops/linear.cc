@@ -1,45 +1,66 @@
 #include "engine/ops/linear.h"
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/ops/direct_matmul.h"
+#include "engine/ops/gemv_matmul.h"
 #include "engine/ops/onednn_matmul.h"
-#include "engine/ops/threading.h"
+#include "engine/ops/weight_convert.h"
 #include "engine/util/status_macros.h"
 
 namespace textgen::ops {
 
 absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const float* w, int64_t out, int64_t in,
                                                        const LinearOptions& options) {
-  if (w == nullptr) return absl::InvalidArgumentError("Linear: null weights");
-  if (out < 1 || in < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("Linear: bad shape [", out, ", ", in, "]"));
+  return Create(WeightView{WeightType::kF32, w, out, in}, options);
+}
+
+absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const WeightView& w,
+                                                       const LinearOptions& options) {
+  if (w.data == nullptr) return absl::InvalidArgumentError("Linear: null weights");
+  if (w.out < 1 || w.in < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("Linear: bad shape [", w.out, ", ", w.in, "]"));
   }
-  const bool f32 = options.compute == LinearCompute::kF32;
-  if (!f32 && options.kernel == LinearKernel::kDirect) {
-    return absl::InvalidArgumentError("Linear: the direct kernel supports F32 compute only");
+  if (w.type == WeightType::kQ8_0 && w.in % kQ8_0Block != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Linear: Q8_0 rows of ", w.in, " values are not whole 32-value blocks"));
   }
-  auto linear = std::unique_ptr<Linear>(new Linear(out, in, options));
-  const float* weights = w;
-  if (f32 && options.copy_weights) {
-    linear->owned_.assign(w, w + out * in);
-    weights = linear->owned_.data();
+  auto linear = std::unique_ptr<Linear>(new Linear(options));
+  linear->w_ = w;
+  const bool to_bf16 = options.compute == LinearCompute::kBf16 &&
+                       (w.type == WeightType::kF32 || w.type == WeightType::kF16);
+  if (to_bf16 || options.copy_weights) {
+    WeightView owned = w;
+    if (to_bf16) owned.type = WeightType::kBf16;
+    const size_t bytes = (owned.bytes() + 63) / 64 * 64;
+    linear->owned_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+    if (linear->owned_ == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("Linear: cannot allocate ", bytes, " bytes"));
+    }
+    if (to_bf16) {
+      ConvertRowsBf16(w, 0, w.out, reinterpret_cast<uint16_t*>(linear->owned_.get()));
+    } else {
+      std::memcpy(linear->owned_.get(), w.data, w.bytes());
+    }
+    owned.data = linear->owned_.get();
+    linear->w_ = owned;
   }
-  if (f32 && options.kernel != LinearKernel::kOneDnn) {
-    linear->direct_ = std::make_unique<DirectMatmul>(weights, out, in);
+  if (options.kernel != LinearKernel::kOneDnn) {
+    linear->gemv_ =
+        std::make_unique<GemvMatmul>(linear->w_, options.compute, options.parallel_min_bytes);
   }
-  if (options.kernel != LinearKernel::kDirect) {
-    TG_ASSIGN_OR_RETURN(linear->onednn_, OneDnnMatmul::Create(weights, out, in, options.compute));
+  if (options.kernel != LinearKernel::kGemv) {
+    TG_ASSIGN_OR_RETURN(linear->onednn_, OneDnnMatmul::Create(linear->w_, options.compute));
   }
   return linear;
 }
 
 const MatmulKernel& Linear::Pick(int64_t n) const {
-  if (direct_ == nullptr) return *onednn_;
-  if (onednn_ == nullptr) return *direct_;
-  const bool direct_ok = out_ * in_ <= options_.direct_max_weight_elems || NumThreads() == 1;
-  return n <= options_.direct_max_rows && direct_ok ? *direct_ : *onednn_;
+  if (gemv_ == nullptr) return *onednn_;
+  if (onednn_ == nullptr) return *gemv_;
+  return n <= options_.gemv_max_rows ? *gemv_ : *onednn_;
 }
 
 absl::Status Linear::Forward(const float* x, int64_t n, float* y) const {

@@ -1,38 +1,38 @@
 // Linear: the matmul front end of the forward pass, y[n, out] = x[n, in] · Wᵀ.
 //
-// W is [out, in] row-major F32, as GGUF/HF store it. F16/BF16/Q8_0 tensors are dequantized
-// to F32 by the caller for now; LinearOptions::compute selects exact F32 or fast BF16
-// arithmetic, and quantized kernels can later plug in behind the same Forward (see
-// MatmulKernel).
+// W [out, in] is read at its stored type (F32, F16, BF16 or Q8_0, see weight.h); with
+// LinearCompute::kBf16, F32 and F16 weights are converted once to BF16 at Create. Prepared once
+// at load time; Forward then serves any row count n >= 1 (decode tokens of many sequences plus
+// prefill chunks) without creating oneDNN primitives. Per call it picks:
+//   - GemvMatmul for n <= gemv_max_rows (decode: memory-bound, each weight streamed once);
+//   - OneDnnMatmul otherwise (prefill: compute-bound; weights oneDNN cannot read are widened
+//     tile by tile in L2).
 //
-// Prepared once at load time; Forward then serves any row count n >= 1 (decode tokens of many
-// sequences plus prefill chunks) without creating oneDNN primitives. Per call it picks:
-//   - the direct AVX-512 kernel (single-threaded) for 1-2 rows and tiny weights, where
-//     oneDNN's fixed per-call cost (~1 us) would dominate (see LinearOptions::direct_max_rows);
-//   - otherwise the oneDNN matmul primitive, threaded by OpenMP (see threading.h).
-//
-// Thread safety: Forward is const and may be called concurrently from any threads (no lock;
-// see onednn_matmul.h for how oneDNN state is kept per thread).
+// Thread safety: Forward is const and may be called concurrently from any threads.
 #ifndef TEXTGEN_ENGINE_OPS_LINEAR_H_
 #define TEXTGEN_ENGINE_OPS_LINEAR_H_
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/ops/linear_options.h"
 #include "engine/ops/matmul_kernel.h"
+#include "engine/ops/weight.h"
 
 namespace textgen::ops {
 
 class Linear {
  public:
-  // w [out, in] row-major. Unless options.copy_weights (or compute == kBf16), Linear keeps the
-  // pointer and w must outlive it. InvalidArgument for null w, out/in < 1, or kDirect with
-  // kBf16; Internal/Unimplemented when oneDNN cannot build the primitive.
+  // Keeps w.data (which must outlive the Linear) unless options.copy_weights or a kBf16
+  // conversion makes an owned copy. InvalidArgument for null data, out/in < 1, Q8_0 rows not a
+  // multiple of 32; Internal/Unimplemented when oneDNN cannot build the primitive.
+  static absl::StatusOr<std::unique_ptr<Linear>> Create(const WeightView& w,
+                                                        const LinearOptions& options = {});
+  // F32 weights w [out, in].
   static absl::StatusOr<std::unique_ptr<Linear>> Create(const float* w, int64_t out, int64_t in,
                                                         const LinearOptions& options = {});
 
@@ -40,23 +40,27 @@ class Linear {
   // arguments, Internal if oneDNN fails.
   absl::Status Forward(const float* x, int64_t n, float* y) const;
 
-  int64_t out_features() const { return out_; }
-  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return w_.out; }
+  int64_t in_features() const { return w_.in; }
   const LinearOptions& options() const { return options_; }
-  // Name of the kernel Forward would use for n rows right now, e.g. "direct:f32".
+  // The weights the kernels stream (after any conversion): type and bytes per full pass.
+  const WeightView& weights() const { return w_; }
+  // Name of the kernel Forward would use for n rows, e.g. "gemv:q8_0:vnni".
   std::string KernelName(int64_t n) const;
 
  private:
-  Linear(int64_t out, int64_t in, const LinearOptions& options)
-      : out_(out), in_(in), options_(options) {}
+  explicit Linear(const LinearOptions& options) : options_(options) {}
   const MatmulKernel& Pick(int64_t n) const;
 
-  int64_t out_;
-  int64_t in_;
+  struct FreeDeleter {
+    void operator()(void* p) const { std::free(p); }
+  };
+
   LinearOptions options_;
-  std::vector<float> owned_;              // copy_weights: W [out, in]
-  std::unique_ptr<MatmulKernel> direct_;  // null when not usable (kBf16 or kOneDnn)
-  std::unique_ptr<MatmulKernel> onednn_;  // null only with kernel == kDirect
+  WeightView w_;
+  std::unique_ptr<uint8_t, FreeDeleter> owned_;  // copied or converted weights, 64-byte aligned
+  std::unique_ptr<MatmulKernel> gemv_;           // null with kernel == kOneDnn
+  std::unique_ptr<MatmulKernel> onednn_;         // null with kernel == kGemv
 };
 
 }  // namespace textgen::ops

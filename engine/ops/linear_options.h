@@ -7,38 +7,43 @@
 
 namespace textgen::ops {
 
-// Arithmetic of the product. Inputs and outputs are F32 in every mode.
+// Arithmetic of the product. Inputs and outputs are F32 in every mode; weights keep their
+// stored type unless said otherwise.
 enum class LinearCompute : uint8_t {
-  // F32 multiplies with F32 accumulation; agrees with a double reference to ~1e-6 relative.
+  // Exact: every weight is widened to F32 and multiplied with F32 activations, F32 sums; agrees
+  // with a double reference to ~1e-6 relative. For parity work against other engines.
   kF32,
-  // Weights stored as BF16 (converted once at Create; halves their memory traffic) and
-  // activations rounded to BF16 per call; F32 accumulation. ~3 significant digits per product.
+  // Fast: F32 and F16 weights are converted once, at Create, to BF16 (half the bytes streamed
+  // per decode step for F32; F16 -> BF16 loses 3 mantissa bits); BF16 stays. Many-row products
+  // (prefill) round activations to BF16 and run oneDNN's BF16 matmul (AMX on this CPU); few-row
+  // products (decode) multiply BF16 weights with F32 activations. Q8_0 weights stay Q8_0: few
+  // rows quantize the activations to Q8_0 blocks and use int8 VNNI dot products (llama.cpp's
+  // arithmetic), many rows widen weight tiles to BF16 on the fly. ~3 significant digits.
   kBf16,
 };
 
 // Which kernel serves a call. kAuto picks per call from the number of rows (see Linear).
 enum class LinearKernel : uint8_t {
   kAuto,
-  kOneDnn,  // oneDNN matmul primitive with a run-time row count
-  kDirect,  // single-threaded AVX-512 dot products; F32 compute only
+  kOneDnn,  // oneDNN matmul (weights widened tile by tile when oneDNN cannot read them)
+  kGemv,    // row-streaming kernels of engine/ops (few rows: each weight read once per call)
 };
 
 struct LinearOptions {
   LinearCompute compute = LinearCompute::kF32;
   LinearKernel kernel = LinearKernel::kAuto;
-  // F32 compute only. false: Linear keeps a pointer to the caller's weights (e.g. an mmapped
-  // F32 tensor) which must outlive it. true: Linear copies them, so the caller may free a
-  // temporary buffer (e.g. weights dequantized from F16/Q8_0). kBf16 always owns its copy.
+  // false: Linear keeps a pointer to the caller's weights (e.g. an mmapped tensor), which must
+  // outlive it. true: Linear copies them, so the caller may free a temporary buffer. A
+  // conversion (kBf16 of F32/F16 weights) always owns its result.
   bool copy_weights = false;
-  // kAuto: calls with n <= direct_max_rows use the direct kernel when ops run on one thread
-  // (NumThreads() == 1, as for tiny models) or the weights have at most
-  // direct_max_weight_elems elements; the rest go to oneDNN. Why: with few rows a matmul is a
-  // stream over the weights, and the direct kernel reads each weight vector once for all rows
-  // with no per-call cost, while oneDNN's M=1 JIT kernel ran at a third of the speed on
-  // TinyStories-656K (decode step 116 -> 91 us) and costs ~1 us per call on tiny weights. With
-  // more threads oneDNN can split large weights across cores, hence the size limit there.
-  int64_t direct_max_rows = 4;
-  int64_t direct_max_weight_elems = int64_t{1} << 16;
+  // kAuto: calls with n <= gemv_max_rows use the GEMV kernels, the rest oneDNN. Why: with few
+  // rows a matmul is a stream over the weights (memory-bound), and the GEMV kernels read each
+  // weight once for up to 4 rows with no per-call cost, while oneDNN's M=1 path ran at a third
+  // of the speed on TinyStories-656K and costs ~1 us per call.
+  int64_t gemv_max_rows = 4;
+  // GEMV calls on weights of at least this many bytes split their rows across NumThreads()
+  // threads; smaller ones stay on the calling thread (a fork/join costs ~2-3 us).
+  int64_t parallel_min_bytes = int64_t{256} << 10;
 };
 
 }  // namespace textgen::ops

@@ -1,12 +1,16 @@
 #include "engine/ops/onednn_matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "engine/ops/simd.h"
 #include "engine/ops/threading.h"
+#include "engine/ops/weight_convert.h"
+#include "engine/util/status_macros.h"
 
 namespace textgen::ops {
 namespace {
@@ -45,10 +49,9 @@ void ToBf16(const float* x, int64_t n, uint16_t* out) {
   }
 }
 
-// Per-thread state of Run: grows to the largest request seen on the thread and is reused.
+// Per-thread oneDNN scratchpad: grows to the largest request seen on the thread, reused.
 struct ThreadScratch {
   std::vector<uint8_t> scratchpad;
-  std::vector<uint16_t> x_bf16;
 };
 
 ThreadScratch& Scratch() {
@@ -64,74 +67,128 @@ dnnl::stream& ThreadStream() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<OneDnnMatmul>> OneDnnMatmul::Create(const float* w, int64_t out,
-                                                                   int64_t in,
+absl::StatusOr<OneDnnMatmul::Prim> OneDnnMatmul::MakePrim(int64_t n_cols, int64_t ldy) {
+  const dt act = compute_ == LinearCompute::kBf16 ? dt::bf16 : dt::f32;
+  // The matmul computes src[M, K] · wei[K, N]. W [N, K] row-major is wei [K, N] with the `ba`
+  // tag (column-major), so stored (or widened) rows are used as they lie. dst rows are `ldy`
+  // apart so a tile of W writes its columns of y in place.
+  const dnnl::memory::desc src_md({DNNL_RUNTIME_DIM_VAL, w_.in}, act, tag::ab);
+  const dnnl::memory::desc wei_md({w_.in, n_cols}, act, tag::ba);
+  const dnnl::memory::desc dst_md({DNNL_RUNTIME_DIM_VAL, n_cols}, dt::f32, {ldy, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), attr,
+                                        CpuEngine());
+  Prim p;
+  p.matmul = dnnl::matmul(pd);
+  p.scratchpad_bytes = pd.scratchpad_desc().get_size();
+  if (name_.empty()) {
+    name_ = absl::StrCat("onednn:", pd.impl_info_str(),
+                         compute_ == LinearCompute::kBf16 ? ":bf16" : ":f32");
+  }
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<OneDnnMatmul>> OneDnnMatmul::Create(const WeightView& w,
                                                                    LinearCompute compute) {
   auto m = std::unique_ptr<OneDnnMatmul>(new OneDnnMatmul());
-  m->out_ = out;
-  m->in_ = in;
+  m->w_ = w;
   m->compute_ = compute;
+  const bool in_place = (w.type == WeightType::kF32 && compute == LinearCompute::kF32) ||
+                        (w.type == WeightType::kBf16 && compute == LinearCompute::kBf16);
+  m->chunked_ = !in_place;
   try {
-    const dnnl::engine& eng = CpuEngine();
-    const dt act = compute == LinearCompute::kBf16 ? dt::bf16 : dt::f32;
-    // The matmul computes src[M, K] · wei[K, N]. W [out, in] row-major is wei [in, out] with
-    // the `ba` tag (column-major), so the file's layout is used as is.
-    const dnnl::memory::desc src_md({DNNL_RUNTIME_DIM_VAL, in}, act, tag::ab);
-    const dnnl::memory::desc wei_md({in, out}, act, tag::ba);
-    const dnnl::memory::desc dst_md({DNNL_RUNTIME_DIM_VAL, out}, dt::f32, tag::ab);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), attr, eng);
-    m->primitive_ = dnnl::matmul(pd);
-    m->scratchpad_bytes_ = pd.scratchpad_desc().get_size();
-    if (compute == LinearCompute::kBf16) {
-      m->w_bf16_.resize(static_cast<size_t>(out * in));
-      ToBf16(w, out * in, m->w_bf16_.data());
-      m->weights_ = dnnl::memory(wei_md, eng, m->w_bf16_.data());
+    if (in_place) {
+      TG_ASSIGN_OR_RETURN(m->whole_, m->MakePrim(w.out, w.out));
     } else {
-      m->weights_ = dnnl::memory(wei_md, eng, const_cast<float*>(w));
+      // Tiles of ~256 KB in the compute type (L2 holds the tile, its activations and output),
+      // whole 16-row groups, and at least two tiles per thread so dynamic scheduling balances.
+      const int64_t elem = compute == LinearCompute::kBf16 ? 2 : 4;
+      int64_t rows = std::max<int64_t>(16, (int64_t{256} << 10) / (w.in * elem) / 16 * 16);
+      const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+      const int64_t per_thread = (w.out + 2 * cores - 1) / (2 * cores);
+      rows = std::min(rows, std::max<int64_t>(16, (per_thread + 15) / 16 * 16));
+      m->chunk_rows_ = std::min(rows, w.out);
+      TG_ASSIGN_OR_RETURN(m->chunk_, m->MakePrim(m->chunk_rows_, w.out));
+      if (w.out % m->chunk_rows_ != 0) {
+        TG_ASSIGN_OR_RETURN(m->tail_, m->MakePrim(w.out % m->chunk_rows_, w.out));
+      }
+      absl::StrAppend(&m->name_, ":widen-", WeightTypeName(w.type));
     }
-    m->name_ = absl::StrCat("onednn:", pd.impl_info_str(),
-                            compute == LinearCompute::kBf16 ? ":bf16" : ":f32");
   } catch (const dnnl::error& e) {
     return FromDnnlError(e, "matmul creation");
   }
   return m;
 }
 
-absl::Status OneDnnMatmul::Run(const float* x, int64_t n, float* y) const {
-  internal::ApplyThreadCountToThisThread();
+absl::Status OneDnnMatmul::Execute(const Prim& p, const void* src, int64_t n, const void* wei,
+                                   int64_t cols, float* y) const {
   ThreadScratch& scratch = Scratch();
   try {
     const dnnl::engine& eng = CpuEngine();
-    const void* src = x;
-    dt src_type = dt::f32;
-    if (compute_ == LinearCompute::kBf16) {
-      scratch.x_bf16.resize(std::max(scratch.x_bf16.size(), static_cast<size_t>(n * in_)));
-      ToBf16(x, n * in_, scratch.x_bf16.data());
-      src = scratch.x_bf16.data();
-      src_type = dt::bf16;
-    }
-    // oneDNN takes non-const handles for all memories; src is only read.
-    dnnl::memory src_mem({{n, in_}, src_type, tag::ab}, eng, const_cast<void*>(src));
-    dnnl::memory dst_mem({{n, out_}, dt::f32, tag::ab}, eng, y);
+    const dt act = compute_ == LinearCompute::kBf16 ? dt::bf16 : dt::f32;
+    // oneDNN takes non-const handles for all memories; src and weights are only read.
+    dnnl::memory src_mem({{n, w_.in}, act, tag::ab}, eng, const_cast<void*>(src));
+    dnnl::memory wei_mem({{w_.in, cols}, act, tag::ba}, eng, const_cast<void*>(wei));
+    dnnl::memory dst_mem({{n, cols}, dt::f32, {w_.out, 1}}, eng, y);
     std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_mem}};
-    if (scratchpad_bytes_ > 0) {
-      if (scratchpad_bytes_ > scratch.scratchpad.size()) {
-        scratch.scratchpad.resize(scratchpad_bytes_);
+        {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, wei_mem}, {DNNL_ARG_DST, dst_mem}};
+    if (p.scratchpad_bytes > 0) {
+      if (p.scratchpad_bytes > scratch.scratchpad.size()) {
+        scratch.scratchpad.resize(p.scratchpad_bytes);
       }
       args.emplace(DNNL_ARG_SCRATCHPAD,
-                   dnnl::memory({{static_cast<int64_t>(scratchpad_bytes_)}, dt::u8, tag::a}, eng,
+                   dnnl::memory({{static_cast<int64_t>(p.scratchpad_bytes)}, dt::u8, tag::a}, eng,
                                 scratch.scratchpad.data()));
     }
     dnnl::stream& stream = ThreadStream();
-    primitive_.execute(stream, args);
+    p.matmul.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
     return FromDnnlError(e, "matmul execution");
   }
   return absl::OkStatus();
+}
+
+absl::Status OneDnnMatmul::RunChunked(const void* src, int64_t n, float* y) const {
+  const int64_t chunks = (w_.out + chunk_rows_ - 1) / chunk_rows_;
+  const bool bf16 = compute_ == LinearCompute::kBf16;
+  std::atomic<bool> failed{false};
+  absl::Status first_error;
+#pragma omp parallel for schedule(dynamic) num_threads(NumThreads())
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (failed.load(std::memory_order_relaxed)) continue;
+    const int64_t r0 = c * chunk_rows_, r1 = std::min(w_.out, r0 + chunk_rows_);
+    // Widened tile W[r0:r1, :] in the compute type, private to this thread.
+    thread_local std::vector<uint8_t> tile;
+    tile.resize(static_cast<size_t>((r1 - r0) * w_.in * (bf16 ? 2 : 4)));
+    if (bf16) {
+      ConvertRowsBf16(w_, r0, r1, reinterpret_cast<uint16_t*>(tile.data()));
+    } else {
+      ConvertRowsF32(w_, r0, r1, reinterpret_cast<float*>(tile.data()));
+    }
+    absl::Status st =
+        Execute(r1 - r0 == chunk_rows_ ? chunk_ : tail_, src, n, tile.data(), r1 - r0, y + r0);
+    if (!st.ok()) {
+#pragma omp critical(textgen_onednn_error)
+      if (first_error.ok()) first_error = st;
+      failed.store(true, std::memory_order_relaxed);
+    }
+  }
+  return first_error;
+}
+
+absl::Status OneDnnMatmul::Run(const float* x, int64_t n, float* y) const {
+  internal::ApplyThreadCountToThisThread();
+  const void* src = x;
+  if (compute_ == LinearCompute::kBf16) {
+    thread_local std::vector<uint16_t> x_bf16;  // [n, in], shared read-only by the tiles
+    x_bf16.resize(std::max(x_bf16.size(), static_cast<size_t>(n * w_.in)));
+    ToBf16(x, n * w_.in, x_bf16.data());
+    src = x_bf16.data();
+  }
+  if (chunked_) return RunChunked(src, n, y);
+  return Execute(whole_, src, n, w_.data, w_.out, y);
 }
 
 }  // namespace textgen::ops

@@ -1,6 +1,6 @@
 #include "engine/ops/threading.h"
 
-#include <dlfcn.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,18 +16,6 @@ int DefaultThreads() {
 
 std::atomic<int> g_num_threads{DefaultThreads()};
 
-using OmpSetNumThreadsFn = void (*)(int);
-
-// libgomp is loaded as a dependency of libdnnl, but textgen_ops is not compiled with -fopenmp
-// (that flag belongs to the build files of engine/, and nothing here needs OpenMP pragmas), so
-// the symbol is looked up at run time instead of linked. nullptr if the process has no OpenMP
-// runtime (e.g. a oneDNN built with TBB or sequential threading): then the setting is a no-op.
-OmpSetNumThreadsFn OmpSetNumThreads() {
-  static const OmpSetNumThreadsFn fn =
-      reinterpret_cast<OmpSetNumThreadsFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  return fn;
-}
-
 }  // namespace
 
 void SetNumThreads(int n) { g_num_threads.store(std::max(1, n), std::memory_order_relaxed); }
@@ -41,13 +29,33 @@ int RecommendedNumThreads(int64_t max_weight_elems) {
   return max_weight_elems < kSmallModelWeightElems ? 1 : DefaultThreads();
 }
 
+void ParallelFor(int64_t n, int64_t align, int threads,
+                 absl::FunctionRef<void(int64_t begin, int64_t end)> fn) {
+  if (n <= 0) return;
+  align = std::max<int64_t>(align, 1);
+  const int64_t units = (n + align - 1) / align;
+  const int parts = static_cast<int>(std::min<int64_t>(std::max(threads, 1), units));
+  if (parts <= 1) {
+    fn(0, n);
+    return;
+  }
+  // Static split: the ranges are equal work (rows of one matrix), and a static schedule lets
+  // each thread start at once without a shared counter.
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+  for (int p = 0; p < parts; ++p) {
+    const int64_t begin = std::min(n, units * p / parts * align);
+    const int64_t end = std::min(n, units * (p + 1) / parts * align);
+    if (begin < end) fn(begin, end);
+  }
+}
+
 namespace internal {
 
 void ApplyThreadCountToThisThread() {
   thread_local int applied = 0;  // 0: never applied on this thread
   const int want = NumThreads();
   if (applied == want) return;
-  if (OmpSetNumThreadsFn fn = OmpSetNumThreads()) fn(want);
+  omp_set_num_threads(want);
   applied = want;
 }
 

@@ -1,4 +1,5 @@
-// Thread count of the ops' multi-threaded kernels (oneDNN, which runs on OpenMP).
+// Thread count of the ops' multi-threaded kernels (oneDNN and the GEMV kernels, both on the
+// same OpenMP runtime, so they share one team of threads).
 //
 // OpenMP keeps its thread-count setting per calling thread, so a plain omp_set_num_threads()
 // on the main thread would not reach server worker threads. Instead the count is stored
@@ -8,6 +9,8 @@
 #define TEXTGEN_ENGINE_OPS_THREADING_H_
 
 #include <cstdint>
+
+#include "absl/functional/function_ref.h"
 
 namespace textgen::ops {
 
@@ -23,6 +26,13 @@ int NumThreads();
 // with other busy processes: a descheduled team member stalls the join for a time slice).
 // Calls on Linear's direct kernel are single-threaded anyway; this governs the rest.
 int RecommendedNumThreads(int64_t max_weight_elems);
+
+// Runs fn(begin, end) over [0, n) cut into one contiguous range per thread (range starts are
+// multiples of `align`), on min(threads, ceil(n / align)) OpenMP threads. With one range it
+// runs inline on the calling thread. Inside another parallel region OpenMP runs it on one
+// thread. fn must be safe to run concurrently on disjoint ranges.
+void ParallelFor(int64_t n, int64_t align, int threads,
+                 absl::FunctionRef<void(int64_t begin, int64_t end)> fn);
 
 namespace internal {
 // Forwards NumThreads() to OpenMP for the calling thread if it differs from what this thread

@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
 
 namespace textgen::ops {
 
@@ -17,8 +16,8 @@ enum class WeightType : uint8_t {
   kQ8_0,  // ggml Q8_0: blocks of 32 values, each one F16 scale d then 32 int8 q; value = d * q
 };
 
-inline constexpr int64_t kQ8_0Block = 32;        // values per Q8_0 block
-inline constexpr size_t kQ8_0BlockBytes = 34;    // 2-byte F16 scale + 32 int8
+inline constexpr int64_t kQ8_0Block = 32;      // values per Q8_0 block
+inline constexpr size_t kQ8_0BlockBytes = 34;  // 2-byte F16 scale + 32 int8
 
 // One Q8_0 block exactly as GGUF stores it (2-byte aligned at best: never assume more).
 struct BlockQ8_0 {
@@ -27,7 +26,7 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == kQ8_0BlockBytes);
 
-inline std::string_view WeightTypeName(WeightType t) {
+inline const char* WeightTypeName(WeightType t) {
   switch (t) {
     case WeightType::kF32:
       return "f32";

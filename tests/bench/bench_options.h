@@ -42,6 +42,9 @@ struct BenchOptions {
   // --cache-table.
   std::string cache_model;  // default: $TEXTGEN_MODELS/stories260K.gguf
   std::vector<int> cache_tokens = {100, 500, 1000, 5000, 10000};
+  // Context served for the table (stories260K is trained on 2,048; with it, cache off at 10,000
+  // tokens recomputes a ~2,000-token window per token: over an hour). 0: the trained one.
+  int cache_context = 512;
 
   bool rows_only = false;    // print table rows only, for concatenating processes' output
   bool machine_line = true;  // the first line: CPU, bandwidth, compute, threads

@@ -12,8 +12,9 @@ void Die(const std::string& message) {
   std::exit(2);
 }
 
-std::unique_ptr<Model> LoadModel(const std::string& path, const BenchOptions& o) {
+std::unique_ptr<Model> LoadModel(const std::string& path, const BenchOptions& o, int n_ctx) {
   ModelOptions options;
+  options.llama.n_ctx = n_ctx;
   options.threads = o.threads;
   options.llama.linear.compute = o.compute;
   auto model = Model::Load(path, options);

@@ -19,7 +19,8 @@ namespace textgen::bench {
 [[noreturn]] void Die(const std::string& message);
 
 // Loads `path` with the bench's compute type and thread setting.
-std::unique_ptr<Model> LoadModel(const std::string& path, const BenchOptions& o);
+// n_ctx > 0 serves a shorter context than the trained one (LlamaModelOptions::n_ctx).
+std::unique_ptr<Model> LoadModel(const std::string& path, const BenchOptions& o, int n_ctx = 0);
 
 // A cache holding `sequences` full contexts of `c` (plus slack for copy-on-write).
 std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int sequences);

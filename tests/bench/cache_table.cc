@@ -10,7 +10,7 @@
 namespace textgen::bench {
 
 void PrintCacheTable(const BenchOptions& o) {
-  std::unique_ptr<Model> model = LoadModel(o.cache_model, o);
+  std::unique_ptr<Model> model = LoadModel(o.cache_model, o, o.cache_context);
   Model& m = *model;
   const ModelConfig& c = m.config();
   auto cache = MakeCache(c, 1);

@@ -66,14 +66,14 @@ void BenchLinear() {
                           {2048, 768}, {768, 768}, {32000, 768}};
   std::printf("Linear per-call time, microseconds (auto = kernel kAuto picks)\n");
   std::printf("%-12s %4s %3s | %9s %9s %9s %9s | %s\n", "(out,in)", "M", "thr", "auto", "onednn",
-              "direct", "onednn16", "auto kernel");
+              "gemv", "onednn16", "auto kernel");
   for (const Shape& s : shapes) {
     const std::vector<float> w = Random(s.out * s.in, 1);
     LinearOptions o;
     auto lin_auto = Linear::Create(w.data(), s.out, s.in, o);
     o.kernel = LinearKernel::kOneDnn;
     auto lin_dnnl = Linear::Create(w.data(), s.out, s.in, o);
-    o.kernel = LinearKernel::kDirect;
+    o.kernel = LinearKernel::kGemv;
     auto lin_direct = Linear::Create(w.data(), s.out, s.in, o);
     o.kernel = LinearKernel::kOneDnn;
     o.compute = LinearCompute::kBf16;

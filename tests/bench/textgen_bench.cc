@@ -50,6 +50,7 @@ Options:
   --beam-tokens N        --beam new tokens (default 256)
   --cache-model PATH     --cache-table model (default $TEXTGEN_MODELS/stories260K.gguf)
   --cache-tokens LIST    --cache-table lengths (default 100,500,1000,5000,10000)
+  --cache-context N      --cache-table context length (default 512; the model's is 2,048)
   --rows-only            print table rows only (no machine line, no table heads), to append a
                          process's rows to another's table
   --no-machine-line      leave out the first line (CPU, bandwidth, compute, threads)
@@ -131,6 +132,8 @@ BenchOptions ParseFlags(int argc, char** argv) {
       o.beam_tokens = positive(value());
     } else if (f == "--cache-model") {
       o.cache_model = value();
+    } else if (f == "--cache-context") {
+      o.cache_context = positive(value());
     } else if (f == "--cache-tokens") {
       o.cache_tokens.clear();
       for (absl::string_view part : absl::StrSplit(value(), ',')) {
@@ -155,6 +158,7 @@ BenchOptions ParseFlags(int argc, char** argv) {
     o.new_tokens = 8;
     o.beam_tokens = 16;
     o.cache_tokens = {100, 200};
+    o.cache_context = 64;  // so that the window slides
   }
   if (!o.models.empty() && !o.bandwidth && !o.speed && !o.beam && !o.cache_table) o.speed = true;
   if (!o.bandwidth && !o.speed && !o.beam && !o.cache_table) Usage("nothing to measure");

@@ -16,7 +16,9 @@ using testing::ShellQuote;
 RunResult Run(const std::string& args, bool with_stderr = false) {
   const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
   REQUIRE(bin_dir != nullptr);
-  return testing::RunCommand(std::string(bin_dir) + "/textgen-run " + args +
+  // Exact arithmetic (comparable with llama.cpp's references) unless the test picks one.
+  const std::string compute = args.find("--compute") == std::string::npos ? "--compute f32 " : "";
+  return testing::RunCommand(std::string(bin_dir) + "/textgen-run " + compute + args +
                              (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
@@ -26,6 +28,16 @@ TEST_CASE("textgen-run tells the demo story", "[cli]") {
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::StartsWith("Once upon a time, there was a little girl named Lily. She "
                                       "loved to play outside in the park."));
+}
+
+TEST_CASE("textgen-run's default fast arithmetic tells a coherent story", "[cli]") {
+  for (const char* compute : {"bf16", "f32"}) {
+    RunResult r = Run("--model " + ShellQuote(testing::ModelPath("stories260K.gguf")) +
+                      " --compute " + compute + " --prompt 'Once upon a time' --max-new-tokens 20");
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::StartsWith("Once upon a time, there was a little"));
+  }
+  CHECK(Run("--compute f16 --prompt x", true).out.find("--compute") != std::string::npos);
 }
 
 TEST_CASE("textgen-run --json matches the reference, with and without cache", "[cli]") {

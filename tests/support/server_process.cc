@@ -126,7 +126,10 @@ bool ServerProcess::TryStart(const ServerProcessOptions& options, std::string* w
   address_ = "127.0.0.1:" + std::to_string(port);
   const std::string bin = BinDir() + "/textgen-server";
   if (::access(bin.c_str(), X_OK) != 0) FAIL("not an executable: " << bin);
-  std::vector<std::string> args = {bin, "--model", options.model, "--listen", address_};
+  // Exact arithmetic, so that tests can compare with llama.cpp's references and textgen-run
+  // (a test's extra_args may say otherwise: the last flag wins).
+  std::vector<std::string> args = {bin,      "--model",   options.model, "--listen",
+                                   address_, "--compute", "f32"};
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   // Everything the child needs is prepared before fork: after it only async-signal-safe calls.
   std::vector<char*> argv;

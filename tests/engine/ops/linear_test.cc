@@ -48,8 +48,7 @@ struct Shape {
 TEST_CASE("Linear matches a double reference for many shapes and row counts") {
   const Shape shapes[] = {{1, 1},    {3, 5},    {16, 16},  {17, 33},   {64, 64},
                           {172, 64}, {64, 172}, {512, 64}, {100, 300}, {257, 1000}};
-  const LinearKernel kernels[] = {LinearKernel::kAuto, LinearKernel::kOneDnn,
-                                  LinearKernel::kDirect};
+  const LinearKernel kernels[] = {LinearKernel::kAuto, LinearKernel::kOneDnn, LinearKernel::kGemv};
   for (const Shape& s : shapes) {
     const std::vector<float> w = Random(s.out * s.in, 1 + s.out * 7 + s.in);
     for (LinearKernel kernel : kernels) {
@@ -69,11 +68,12 @@ TEST_CASE("Linear matches a double reference for many shapes and row counts") {
   }
 }
 
-TEST_CASE("Linear kAuto picks the direct kernel for small calls only") {
+TEST_CASE("Linear kAuto picks the GEMV kernels for small calls only") {
   const std::vector<float> w = Random(64 * 64, 3);
   auto linear = Linear::Create(w.data(), 64, 64);
   REQUIRE(linear.ok());
-  CHECK((*linear)->KernelName(1) == "direct:f32");
+  CHECK((*linear)->KernelName(1) == "gemv:f32:f32");
+  CHECK((*linear)->KernelName(4) == "gemv:f32:f32");
   CHECK((*linear)->KernelName(128).rfind("onednn:", 0) == 0);
 }
 
@@ -82,7 +82,7 @@ TEST_CASE("Linear with copy_weights does not read the caller's buffer after Crea
   const std::vector<float> keep = w;
   LinearOptions opts;
   opts.copy_weights = true;
-  for (LinearKernel kernel : {LinearKernel::kDirect, LinearKernel::kOneDnn}) {
+  for (LinearKernel kernel : {LinearKernel::kGemv, LinearKernel::kOneDnn}) {
     opts.kernel = kernel;
     std::vector<float> tmp = keep;
     auto linear = Linear::Create(tmp.data(), 40, 24, opts);
@@ -117,10 +117,11 @@ TEST_CASE("Linear rejects bad arguments") {
   CHECK(Linear::Create(nullptr, 4, 4).status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(Linear::Create(w.data(), 0, 4).status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(Linear::Create(w.data(), 4, -1).status().code() == absl::StatusCode::kInvalidArgument);
-  LinearOptions bad;
-  bad.kernel = LinearKernel::kDirect;
-  bad.compute = LinearCompute::kBf16;
-  CHECK(Linear::Create(w.data(), 4, 4, bad).status().code() == absl::StatusCode::kInvalidArgument);
+  const std::vector<uint8_t> q(34 * 4);
+  CHECK(Linear::Create(WeightView{WeightType::kQ8_0, q.data(), 4, 33}).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(Linear::Create(WeightView{WeightType::kF16, nullptr, 4, 4}).status().code() ==
+        absl::StatusCode::kInvalidArgument);
   auto linear = Linear::Create(w.data(), 4, 4);
   REQUIRE(linear.ok());
   std::vector<float> x(4), y(4);
@@ -132,7 +133,7 @@ TEST_CASE("Linear rejects bad arguments") {
 TEST_CASE("Linear Forward is safe from concurrent threads") {
   const int64_t out = 300, in = 128;
   const std::vector<float> w = Random(out * in, 11);
-  for (LinearKernel kernel : {LinearKernel::kOneDnn, LinearKernel::kDirect}) {
+  for (LinearKernel kernel : {LinearKernel::kOneDnn, LinearKernel::kGemv}) {
     LinearOptions opts;
     opts.kernel = kernel;
     auto created = Linear::Create(w.data(), out, in, opts);

@@ -1,0 +1,40 @@
+// The few-rows path behind Linear: y[n, out] = x[n, in] · Wᵀ for decode batches, reading every
+// weight once per call at its stored size (F32, F16, BF16 or Q8_0).
+//
+// Bound: memory bandwidth. A decode step streams all weights once; at n <= 4 the arithmetic
+// per weight byte is tiny, so the kernels only have to keep the loads flowing. Large weights
+// are split by rows across NumThreads() OpenMP threads, because one core alone does not
+// saturate the memory system (measured in tests/bench/ops_bench.cc).
+#ifndef TEXTGEN_ENGINE_OPS_GEMV_MATMUL_H_
+#define TEXTGEN_ENGINE_OPS_GEMV_MATMUL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "engine/ops/linear_options.h"
+#include "engine/ops/matmul_kernel.h"
+#include "engine/ops/weight.h"
+
+namespace textgen::ops {
+
+class GemvMatmul final : public MatmulKernel {
+ public:
+  // `w` must outlive the object. compute kBf16 with Q8_0 weights selects the int8 VNNI kernel
+  // (activations quantized to Q8_0 per call); every other combination multiplies in F32.
+  GemvMatmul(const WeightView& w, LinearCompute compute, int64_t parallel_min_bytes)
+      : w_(w), compute_(compute), parallel_min_bytes_(parallel_min_bytes) {}
+
+  absl::Status Run(const float* x, int64_t n, float* y) const override;
+  std::string Name() const override;
+
+ private:
+  bool Vnni() const { return w_.type == WeightType::kQ8_0 && compute_ == LinearCompute::kBf16; }
+
+  WeightView w_;
+  LinearCompute compute_;
+  int64_t parallel_min_bytes_;
+};
+
+}  // namespace textgen::ops
+
+#endif  // TEXTGEN_ENGINE_OPS_GEMV_MATMUL_H_
