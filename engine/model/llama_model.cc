@@ -1,6 +1,7 @@
 #include "engine/model/llama_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
@@ -8,6 +9,7 @@
 #include "engine/ops/attention.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/rope.h"
+#include "engine/ops/threading.h"
 #include "engine/util/status_macros.h"
 
 namespace textgen {
@@ -149,25 +151,38 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
 
   const ops::RopeConfig rope_q{c.n_heads, c.head_dim, c.rope_dim, c.rope_base, 1.0f};
   const ops::RopeConfig rope_k{c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, 1.0f};
+  // Element-wise ops split by token rows across the threads for prefill-sized passes; below
+  // that a fork/join costs more than the work (decode: one row per sequence).
+  const int ew_threads = total >= 32 ? ops::NumThreads() : 1;
+  auto by_rows = [&](auto&& fn) { ops::ParallelFor(total, 1, ew_threads, fn); };
   for (int l = 0; l < c.n_layers; ++l) {
     Layer& L = layers_[l];
     // Attention block: x += Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)).
-    ops::RmsNorm(s.x.data(), total, d, L.attn_norm.data(), c.rms_eps, s.xn.data());
+    by_rows([&](int64_t r0, int64_t r1) {
+      ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.attn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
+    });
     TG_RETURN_IF_ERROR(L.wq->Forward(s.xn.data(), total, s.q.data()));
     TG_RETURN_IF_ERROR(L.wk->Forward(s.xn.data(), total, s.k.data()));
     TG_RETURN_IF_ERROR(L.wv->Forward(s.xn.data(), total, s.v.data()));
-    ops::Rope(rope_q, s.pos.data(), total, s.q.data());
-    ops::Rope(rope_k, s.pos.data(), total, s.k.data());
+    by_rows([&](int64_t r0, int64_t r1) {
+      ops::Rope(rope_q, &s.pos[r0], r1 - r0, &s.q[r0 * q_dim]);
+      ops::Rope(rope_k, &s.pos[r0], r1 - r0, &s.k[r0 * kv_dim]);
+    });
     TG_RETURN_IF_ERROR(Attention(cache, seqs, l));
     TG_RETURN_IF_ERROR(L.wo->Forward(s.attn.data(), total, s.proj.data()));
-    ops::Add(s.x.data(), s.proj.data(), total * d);
     // Feed-forward block: x += W_down · (silu(W_gate·n(x)) * W_up·n(x)).
-    ops::RmsNorm(s.x.data(), total, d, L.ffn_norm.data(), c.rms_eps, s.xn.data());
+    by_rows([&](int64_t r0, int64_t r1) {
+      ops::Add(&s.x[r0 * d], &s.proj[r0 * d], (r1 - r0) * d);
+      ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.ffn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
+    });
     TG_RETURN_IF_ERROR(L.w_gate->Forward(s.xn.data(), total, s.gate.data()));
     TG_RETURN_IF_ERROR(L.w_up->Forward(s.xn.data(), total, s.up.data()));
-    ops::SiluMul(s.gate.data(), s.up.data(), total * c.n_ff);
+    by_rows([&](int64_t r0, int64_t r1) {
+      ops::SiluMul(&s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
+    });
     TG_RETURN_IF_ERROR(L.w_down->Forward(s.gate.data(), total, s.proj.data()));
-    ops::Add(s.x.data(), s.proj.data(), total * d);
+    by_rows(
+        [&](int64_t r0, int64_t r1) { ops::Add(&s.x[r0 * d], &s.proj[r0 * d], (r1 - r0) * d); });
   }
 
   // Final norm and logits only for the rows that need them.
@@ -238,8 +253,15 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
   const ops::AttentionShape shape{c.n_heads, c.n_kv_heads, hd, bs};
   BlockPool& pool = cache.pool();
   Scratch& s = s_;
-  int64_t row = 0;
-  for (const ForwardSeq& fs : seqs) {
+  // First store every new token's K/V, and list one attention job per token: (row, seq, the
+  // slots it sees). Then run the jobs on all threads: each reads the cache and writes only its
+  // own row of s.attn, and prefill's causal rows differ in cost, so they are handed out one by
+  // one (ParallelForEach). Why: attention was the largest serial part of a prefill.
+  s.seq_blocks.resize(seqs.size());
+  s.jobs.clear();
+  int64_t row = 0, work = 0;
+  for (size_t si = 0; si < seqs.size(); ++si) {
+    const ForwardSeq& fs = seqs[si];
     const BlockTable& t = *fs.table;
     const int n = static_cast<int>(fs.tokens.size());
     const int slot0 = t.num_tokens - n;
@@ -258,19 +280,34 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
         std::memcpy(cache.ValueSlot(t, layer, h, slot), v + h * hd, hd * sizeof(float));
       }
     }
-    s.k_blocks.resize(t.blocks.size());
-    s.v_blocks.resize(t.blocks.size());
+    SeqBlocks& sb = s.seq_blocks[si];
+    sb.k.resize(t.blocks.size());
+    sb.v.resize(t.blocks.size());
     for (size_t b = 0; b < t.blocks.size(); ++b) {
-      s.k_blocks[b] = pool.Key(t.blocks[b], layer, 0);
-      s.v_blocks[b] = pool.Value(t.blocks[b], layer, 0);
+      sb.k[b] = pool.Key(t.blocks[b], layer, 0);
+      sb.v[b] = pool.Value(t.blocks[b], layer, 0);
     }
     // Causal: token i sees slots [0, slot0 + i].
     for (int i = 0; i < n; ++i) {
-      TG_RETURN_IF_ERROR(ops::PagedAttention(shape, &s.q[(row + i) * q_dim], s.k_blocks, s.v_blocks,
-                                             slot0 + i + 1, &s.attn[(row + i) * q_dim]));
+      s.jobs.push_back({row + i, static_cast<int32_t>(si), slot0 + i + 1});
+      work += slot0 + i + 1;
     }
     row += n;
   }
+  // Below ~16k (row, slot) pairs per head a fork/join costs more than it saves.
+  const int threads = work * c.n_heads >= (int64_t{16} << 10) ? ops::NumThreads() : 1;
+  std::atomic<bool> failed{false};
+  ops::ParallelForEach(static_cast<int64_t>(s.jobs.size()), threads, [&](int64_t j) {
+    const AttentionJob& job = s.jobs[j];
+    const SeqBlocks& sb = s.seq_blocks[job.seq];
+    if (!ops::PagedAttention(shape, &s.q[job.row * q_dim], sb.k, sb.v, job.n_ctx,
+                             &s.attn[job.row * q_dim])
+             .ok()) {
+      failed.store(true, std::memory_order_relaxed);
+    }
+  });
+  // PagedAttention fails only on shapes and block lists, all derived from validated state.
+  if (failed.load()) return absl::InternalError("attention: bad shape or block list");
   return absl::OkStatus();
 }
 

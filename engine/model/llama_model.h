@@ -76,20 +76,30 @@ class LlamaModel {
     std::vector<float> ffn_norm;   // [n_embd]
     std::unique_ptr<ops::Linear> wq, wk, wv, wo, w_gate, w_up, w_down;
   };
+  // One sequence's cache blocks of the current layer, as PagedAttention reads them.
+  struct SeqBlocks {
+    std::vector<const float*> k, v;
+  };
+  struct AttentionJob {
+    int64_t row;    // token row of the pass (q and attn)
+    int32_t seq;    // index into seq_blocks
+    int32_t n_ctx;  // slots the token attends to
+  };
   // Activations of one pass, reused across calls.
   struct Scratch {
-    std::vector<float> x;      // [T, n_embd] residual stream
-    std::vector<float> xn;     // [T, n_embd] normed input
-    std::vector<float> q;      // [T, n_heads * head_dim]
-    std::vector<float> k;      // [T, n_kv_heads * head_dim]
-    std::vector<float> v;      // [T, n_kv_heads * head_dim]
-    std::vector<float> attn;   // [T, n_heads * head_dim]
-    std::vector<float> gate;   // [T, n_ff]
-    std::vector<float> up;     // [T, n_ff]
-    std::vector<float> proj;   // [T, n_embd]
-    std::vector<int32_t> pos;  // [T]
-    std::vector<float> last;   // [rows, n_embd] rows that need logits
-    std::vector<const float*> k_blocks, v_blocks;
+    std::vector<float> x;               // [T, n_embd] residual stream
+    std::vector<float> xn;              // [T, n_embd] normed input
+    std::vector<float> q;               // [T, n_heads * head_dim]
+    std::vector<float> k;               // [T, n_kv_heads * head_dim]
+    std::vector<float> v;               // [T, n_kv_heads * head_dim]
+    std::vector<float> attn;            // [T, n_heads * head_dim]
+    std::vector<float> gate;            // [T, n_ff]
+    std::vector<float> up;              // [T, n_ff]
+    std::vector<float> proj;            // [T, n_embd]
+    std::vector<int32_t> pos;           // [T]
+    std::vector<float> last;            // [rows, n_embd] rows that need logits
+    std::vector<SeqBlocks> seq_blocks;  // per sequence of the pass
+    std::vector<AttentionJob> jobs;     // one per token of the pass
   };
 
   LlamaModel(const ModelConfig& config) : config_(config) {}

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/ops/direct_matmul.h"
+#include "engine/ops/gemv_bf16_dot.h"
 #include "engine/ops/gemv_float.h"
 #include "engine/ops/q8_0_gemv.h"
 #include "engine/ops/threading.h"
@@ -29,6 +30,16 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
                 [&](int64_t r0, int64_t r1) { GemvQ8_0Vnni(w_, q, n, y, out, r0, r1); });
     return absl::OkStatus();
   }
+  if (Bf16Dot()) {
+    // Activations rounded to BF16 once per call: xb [n, in].
+    thread_local std::vector<uint16_t> xb;
+    xb.resize(static_cast<size_t>(n * in));
+    ToBf16Activations(x, n * in, xb.data());
+    const uint16_t* b = xb.data();
+    ParallelFor(out, kRowAlign, threads,
+                [&](int64_t r0, int64_t r1) { GemvBf16Dot(w_, b, n, y, out, r0, r1); });
+    return absl::OkStatus();
+  }
   ParallelFor(out, kRowAlign, threads, [&](int64_t r0, int64_t r1) {
     switch (w_.type) {
       case WeightType::kF32:
@@ -50,7 +61,8 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
 }
 
 std::string GemvMatmul::Name() const {
-  return absl::StrCat("gemv:", WeightTypeName(w_.type), Vnni() ? ":vnni" : ":f32");
+  return absl::StrCat("gemv:", WeightTypeName(w_.type),
+                      Vnni() ? ":vnni" : (Bf16Dot() ? ":bf16" : ":f32"));
 }
 
 }  // namespace textgen::ops

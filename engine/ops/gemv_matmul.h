@@ -19,8 +19,9 @@ namespace textgen::ops {
 
 class GemvMatmul final : public MatmulKernel {
  public:
-  // `w` must outlive the object. compute kBf16 with Q8_0 weights selects the int8 VNNI kernel
-  // (activations quantized to Q8_0 per call); every other combination multiplies in F32.
+  // `w` must outlive the object. Under compute kBf16, Q8_0 weights use the int8 VNNI kernel
+  // (activations quantized to Q8_0 per call) and BF16 weights the BF16 dot-product kernel
+  // (activations rounded to BF16 per call); every other combination multiplies in F32.
   GemvMatmul(const WeightView& w, LinearCompute compute, int64_t parallel_min_bytes)
       : w_(w), compute_(compute), parallel_min_bytes_(parallel_min_bytes) {}
 
@@ -29,6 +30,7 @@ class GemvMatmul final : public MatmulKernel {
 
  private:
   bool Vnni() const { return w_.type == WeightType::kQ8_0 && compute_ == LinearCompute::kBf16; }
+  bool Bf16Dot() const { return w_.type == WeightType::kBf16 && compute_ == LinearCompute::kBf16; }
 
   WeightView w_;
   LinearCompute compute_;

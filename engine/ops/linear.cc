@@ -1,5 +1,7 @@
 #include "engine/ops/linear.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <utility>
 

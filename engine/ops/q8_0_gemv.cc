@@ -47,6 +47,21 @@ inline void ForRowTiles(int64_t r0, int64_t r1, Tile&& tile) {
 
 // ---- GemvQ8_0Exact -------------------------------------------------------------------------
 
+// Software prefetch of the next tile of NR rows (the rows are contiguous), in address order,
+// spread over this tile's steps: the step of blocks [b, b+2) prefetches as many bytes as it
+// consumes (2 blocks of NR rows). Why: a tile reads NR short streams at once (a 768-wide Q8_0
+// row is 13 cache lines), too short for the hardware prefetcher to follow; without this, decode
+// from DRAM ran at ~40% of the machine's read bandwidth while the same kernel on L3-resident
+// weights reached ~22 GB/s per thread.
+template <int NR>
+inline void PrefetchNextTile(const uint8_t* w0, size_t row_bytes, int64_t b) {
+  const char* ahead = reinterpret_cast<const char*>(w0 + NR * row_bytes) + b * NR * kQ8_0BlockBytes;
+  TG_UNROLL
+  for (int line = 0; line < static_cast<int>(2 * NR * kQ8_0BlockBytes); line += 64) {
+    _mm_prefetch(ahead + line, _MM_HINT_T0);
+  }
+}
+
 // y[i, j] for MR activation rows and NR consecutive weight rows starting at `w0`. Per block,
 // each weight row's 32 values are dequantized once (F32(d) * q, exact in F32: 11 x 8 bits)
 // into two zmm and used by all MR rows of x; MR * NR accumulators hide the FMA latency.
@@ -60,6 +75,7 @@ inline void ExactTile(const uint8_t* w0, size_t row_bytes, int64_t nb, const flo
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
+    if ((b & 1) == 0) PrefetchNextTile<NR>(w0, row_bytes, b);
     // The x vectors first, then one weight row at a time: 2 * MR + 2 live vectors besides
     // the accumulators, so even 1 x 8 tiles stay in registers.
     __m512 x0[MR], x1[MR];
@@ -226,6 +242,7 @@ inline void VnniTile(const uint8_t* w0, size_t row_bytes, int64_t nb, const Vnni
       const __m512i raw = _mm512_loadu_si512(p);  // bytes [0, 64) of the pair: both scales
       dw[j] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(scale_idx, raw)));
     }
+    PrefetchNextTile<NR>(w0, row_bytes, b);
     step(wq, dw, b);
   }
   if (b < nb) {

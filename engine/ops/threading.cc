@@ -49,6 +49,16 @@ void ParallelFor(int64_t n, int64_t align, int threads,
   }
 }
 
+void ParallelForEach(int64_t n, int threads, absl::FunctionRef<void(int64_t i)> fn) {
+  if (threads <= 1 || n <= 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  const int team = static_cast<int>(std::min<int64_t>(threads, n));
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) fn(i);
+}
+
 namespace internal {
 
 void ApplyThreadCountToThisThread() {

@@ -34,6 +34,11 @@ int RecommendedNumThreads(int64_t max_weight_elems);
 void ParallelFor(int64_t n, int64_t align, int threads,
                  absl::FunctionRef<void(int64_t begin, int64_t end)> fn);
 
+// Runs fn(i) for every i in [0, n) on up to `threads` OpenMP threads, handing out indices one at
+// a time (for items of unequal cost, e.g. causal attention rows). Inline when threads <= 1 or
+// n <= 1.
+void ParallelForEach(int64_t n, int threads, absl::FunctionRef<void(int64_t i)> fn);
+
 namespace internal {
 // Forwards NumThreads() to OpenMP for the calling thread if it differs from what this thread
 // last applied. Cheap (one atomic load and a compare) when nothing changed.

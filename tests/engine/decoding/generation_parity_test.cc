@@ -30,8 +30,16 @@ std::unique_ptr<KvCache> MakeCache(const ModelConfig& c) {
   return std::move(cache).value();
 }
 
-void CheckParity(const ParityCase& pc, bool use_cache) {
-  auto model = Model::Load(testing::ModelPath(pc.model));
+// threads > 0: that many compute threads, with every matmul split across them (and prefill
+// attention and element-wise ops, whose thresholds the no-cache passes exceed), so the threaded
+// paths of the big models are checked on models small enough for references.
+void CheckParity(const ParityCase& pc, bool use_cache, int threads = 0) {
+  ModelOptions mo;
+  if (threads > 0) {
+    mo.threads = threads;
+    mo.llama.linear.parallel_min_bytes = 0;
+  }
+  auto model = Model::Load(testing::ModelPath(pc.model), mo);
   REQUIRE(model.ok());
   Model& m = **model;
   auto cache = MakeCache(m.config());
@@ -88,6 +96,15 @@ TEST_CASE("greedy decoding matches llama.cpp with the KV cache", "[parity]") {
 TEST_CASE("greedy decoding matches llama.cpp without the KV cache", "[parity]") {
   for (const ParityCase& pc : kCases) {
     SECTION(pc.model) { CheckParity(pc, /*use_cache=*/false); }
+  }
+}
+
+TEST_CASE("greedy decoding matches llama.cpp with the ops split across 2 threads", "[parity]") {
+  for (const ParityCase& pc : kCases) {
+    SECTION(pc.model) {
+      CheckParity(pc, /*use_cache=*/true, /*threads=*/2);
+      CheckParity(pc, /*use_cache=*/false, /*threads=*/2);
+    }
   }
 }
 

@@ -1,0 +1,117 @@
+#include "engine/ops/gemv_bf16_dot.h"
+
+#include <cstring>
+
+#include "engine/ops/half.h"
+#include "engine/ops/simd.h"
+
+namespace textgen::ops {
+namespace {
+
+#if defined(__AVX512BF16__)
+// MR activation rows x NR weight rows; each weight vector (32 BF16) loaded once for all MR.
+template <int MR, int NR>
+inline void Tile(const uint16_t* w, int64_t in, const uint16_t* x, float* y, int64_t ldy) {
+  __m512 acc[MR][NR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  auto step = [&](int64_t k, __mmask32 m) {
+    __m512i wv[NR];
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) wv[j] = _mm512_maskz_loadu_epi16(m, w + j * in + k);
+    TG_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      const __m512i xv = _mm512_maskz_loadu_epi16(m, x + i * in + k);
+      TG_UNROLL
+      for (int j = 0; j < NR; ++j) {
+        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], reinterpret_cast<__m512bh>(xv),
+                                     reinterpret_cast<__m512bh>(wv[j]));
+      }
+    }
+  };
+  int64_t k = 0;
+  for (; k + 32 <= in; k += 32) step(k, ~__mmask32{0});
+  if (k < in) step(k, static_cast<__mmask32>((uint64_t{1} << (in - k)) - 1));
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    if constexpr (NR == 1) {
+      y[i * ldy] = simd::Reduce1(acc[i][0]);
+    } else {
+      TG_UNROLL
+      for (int j = 0; j < NR; j += 4) _mm_storeu_ps(y + i * ldy + j, simd::Reduce4(&acc[i][j]));
+    }
+  }
+}
+
+template <int MR, int NR>
+void Rows(const WeightView& w, const uint16_t* x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const auto* base = static_cast<const uint16_t*>(w.data);
+  const int64_t in = w.in;
+  int64_t r = r0;
+  for (; r + NR <= r1; r += NR) Tile<MR, NR>(base + r * in, in, x, y + r, ldy);
+  if constexpr (NR > 4) {
+    for (; r + 4 <= r1; r += 4) Tile<MR, 4>(base + r * in, in, x, y + r, ldy);
+  }
+  for (; r < r1; ++r) Tile<MR, 1>(base + r * in, in, x, y + r, ldy);
+}
+#endif
+
+}  // namespace
+
+void ToBf16Activations(const float* x, int64_t count, uint16_t* xb) {
+  int64_t i = 0;
+#if defined(__AVX512BF16__)
+  for (; i + 16 <= count; i += 16) {
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    std::memcpy(xb + i, &v, sizeof(v));
+  }
+#endif
+  for (; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], sizeof(bits));
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+      xb[i] = static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
+      continue;
+    }
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    xb[i] = static_cast<uint16_t>(bits >> 16);
+  }
+}
+
+void GemvBf16Dot(const WeightView& w, const uint16_t* xb, int64_t n, float* y, int64_t ldy,
+                 int64_t r0, int64_t r1) {
+#if defined(__AVX512BF16__)
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) Rows<4, 4>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
+  switch (n - i) {
+    case 3:
+      Rows<3, 4>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
+      break;
+    case 2:
+      Rows<2, 8>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
+      break;
+    case 1:
+      Rows<1, 8>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
+      break;
+    default:
+      break;
+  }
+#else
+  // Portable: pairs multiplied in F32 (exact for BF16 inputs), F32 sums.
+  const auto* base = static_cast<const uint16_t*>(w.data);
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < w.in; ++k) {
+        acc += half::Bf16ToF32(xb[i * w.in + k]) * half::Bf16ToF32(base[r * w.in + k]);
+      }
+      y[i * ldy + r] = acc;
+    }
+  }
+#endif
+}
+
+}  // namespace textgen::ops

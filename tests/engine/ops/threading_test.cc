@@ -1,0 +1,56 @@
+#include "engine/ops/threading.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace textgen::ops {
+namespace {
+
+TEST_CASE("ParallelFor covers [0, n) once in aligned ranges, one per thread at most") {
+  for (int64_t n : {0, 1, 15, 16, 17, 100, 1000}) {
+    for (int64_t align : {1, 16}) {
+      for (int threads : {1, 2, 3, 8}) {
+        std::vector<std::atomic<int>> hits(n);
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> ranges;
+        ParallelFor(n, align, threads, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[i]++;
+          std::lock_guard<std::mutex> lock(mu);
+          ranges.emplace_back(b, e);
+        });
+        INFO("n " << n << " align " << align << " threads " << threads);
+        for (int64_t i = 0; i < n; ++i) CHECK(hits[i] == 1);
+        CHECK(static_cast<int>(ranges.size()) <= threads);
+        for (auto [b, e] : ranges) {
+          CHECK(b % align == 0);
+          CHECK(b < e);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("ParallelFor with one range runs on the calling thread") {
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id ran;
+  ParallelFor(10, 16, 4, [&](int64_t, int64_t) { ran = std::this_thread::get_id(); });
+  CHECK(ran == me);
+}
+
+TEST_CASE("ParallelForEach runs every index once") {
+  for (int threads : {1, 2, 5}) {
+    std::vector<std::atomic<int>> hits(257);
+    ParallelForEach(257, threads, [&](int64_t i) { hits[i]++; });
+    for (auto& h : hits) CHECK(h == 1);
+  }
+  int calls = 0;
+  ParallelForEach(0, 2, [&](int64_t) { ++calls; });
+  CHECK(calls == 0);
+}
+
+}  // namespace
+}  // namespace textgen::ops
