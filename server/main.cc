@@ -33,7 +33,7 @@ Flags take a value as "--flag VALUE" or "--flag=VALUE".
   --threads N                  compute threads (0 = chosen from the model size; default 0)
   --context N                  context length to serve, at most the model's trained length
                                (default: the trained length)
-  --kv-cache-mib N             KV cache pool size in MiB (default 256)
+  --kv-cache-mib N             KV cache pool size in MiB (default 1024)
   --kv-blocks N                KV cache pool size in blocks; overrides --kv-cache-mib
   --kv-block-size N            tokens per KV block (default 16)
   --max-queued N               requests waiting for admission before Generate fails with

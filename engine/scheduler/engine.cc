@@ -67,6 +67,16 @@ int Engine::BlocksToStart(int prompt_tokens, const DecodingOptions& d) const {
   return (prompt_tokens + bs) / bs + beams;
 }
 
+int Engine::WorstCaseBlocks(int prompt_tokens, const DecodingOptions& d) const {
+  const int bs = cache_->block_size();
+  const int beams = d.method == DecodingMethod::kBeam ? d.beam.num_beams : 1;
+  const int n_ctx = model_->config().n_ctx;
+  const int total = std::min<int64_t>(int64_t{prompt_tokens} + d.max_new_tokens, n_ctx);
+  const int prompt = std::min(prompt_tokens, total);
+  const int generated = std::max(0, total - prompt);
+  return (prompt + bs - 1) / bs + beams * ((generated + bs - 1) / bs + 1);
+}
+
 namespace {
 
 bool IsSessionId(const std::string& id) {
@@ -336,15 +346,19 @@ void Engine::Admit() {
       Pending& front = queue_.front();
       cancelled = cancelled_[front.id];
       if (!cancelled) {
-        // Running sequences may each start a block next step; prompts still being prefilled in
-        // chunks will take the blocks of their remaining tokens.
-        const int bs = cache_->block_size();
+        // Admit only what can run to its end: every running request keeps room for the most
+        // blocks it may still take (its remaining prompt chunks, max_new_tokens per beam), and
+        // the newcomer needs its own worst case beyond the session blocks it already holds. Why:
+        // over-committing the pool would end a running stream with RESOURCE_EXHAUSTED when
+        // decode growth runs out of blocks (seen at 16 streams of 128+128 tokens in a 256 MiB
+        // pool). The cost is less concurrency when clients ask for long max_new_tokens.
         int reserve = 0;
         for (const Active& a : active_) {
-          reserve +=
-              static_cast<int>(a.seqs) + 1 + (a.generation->pending_prompt_tokens() + bs - 1) / bs;
+          reserve += std::max(0, a.worst_blocks - a.generation->blocks_in_use());
         }
-        const int need = BlocksToStart(static_cast<int>(front.prompt.size()), front.decoding);
+        const int held = front.session != nullptr ? front.session->table.num_blocks() : 0;
+        const int need = std::max(
+            0, WorstCaseBlocks(static_cast<int>(front.prompt.size()), front.decoding) - held);
         if (need + reserve > cache_->num_free_blocks() && !active_.empty()) {
           mu_.Unlock();
           const bool evicted = EvictIdleSession();
@@ -385,8 +399,10 @@ void Engine::Admit() {
       continue;
     }
     if (p.session != nullptr) (*g)->KeepCacheForNextTurn();
+    const int worst = WorstCaseBlocks(static_cast<int>(p.prompt.size()), p.decoding);
     active_.push_back(Active{p.id, std::move(g).value(), std::move(p.session), std::move(p.prompt),
                              std::move(sink)});
+    active_.back().worst_blocks = worst;
   }
 }
 

@@ -43,7 +43,7 @@ struct EngineOptions {
   int kv_block_size = 16;
   // Pool size: kv_blocks if > 0, else as many blocks as fit in kv_cache_mib.
   int kv_blocks = 0;
-  int64_t kv_cache_mib = 256;
+  int64_t kv_cache_mib = 1024;  // mapped lazily: pages are touched only as blocks are used
   // Requests waiting for admission; Submit beyond this fails with ResourceExhausted at once.
   int max_queued_requests = 64;
   // Requests advanced together per step.
@@ -156,6 +156,7 @@ class Engine {
     size_t seqs = 0;
     int decode_tokens = 0;
     int prompt_tokens = 0;
+    int worst_blocks = 0;  // WorstCaseBlocks at admission: the most it may ever hold
   };
 
   Engine() = default;
@@ -168,6 +169,9 @@ class Engine {
   int Prepare(Active& a, int max_prompt_tokens);
   // Blocks a request needs to start: its prompt for every beam it may fork into.
   int BlocksToStart(int prompt_tokens, const DecodingOptions& d) const;
+  // The most blocks a request can hold before it ends: its prompt, and max_new_tokens (capped
+  // by the context) for each beam with a partial-block copy each.
+  int WorstCaseBlocks(int prompt_tokens, const DecodingOptions& d) const;
   // Hands a finished request's conversation and KV cache back to its session, if any.
   void ReturnSession(Active& a, const absl::StatusOr<GenerationResult>& result);
   // Scheduler thread: frees blocks of deleted and expired sessions.

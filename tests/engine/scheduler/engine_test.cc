@@ -80,6 +80,30 @@ TEST_CASE("batched requests give the same results as each alone", "[engine]") {
   CHECK(s.queued == 0);
 }
 
+TEST_CASE("a pool smaller than the load queues requests instead of failing any", "[engine]") {
+  // Each request may hold ceil(5/16) + 2 * (ceil(120/16) + 1) = 1 + 2*9 = 19 blocks at most
+  // (greedy: 1 + 9 = 10); 24 blocks admit two greedy requests at a time, so twelve of them
+  // must queue. Over-admitting would end some with RESOURCE_EXHAUSTED when decode growth
+  // runs out of blocks.
+  auto engine = MakeEngine(/*kv_blocks=*/24);
+  const EngineRequest r = Request(*engine, "Once upon a time", 120);
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  for (int i = 0; i < 12; ++i) {
+    sinks.push_back(std::make_shared<CollectingSink>());
+    REQUIRE(engine->Submit(r, sinks.back()).ok());
+  }
+  std::vector<int32_t> first;
+  for (auto& sink : sinks) {
+    const auto& res = sink->Wait();
+    REQUIRE(res.ok());  // none ended by pool exhaustion
+    CHECK(res->hypotheses[0].ids.size() == 120);
+    if (first.empty()) first = res->hypotheses[0].ids;
+    CHECK(res->hypotheses[0].ids == first);
+  }
+  EngineStats s = engine->Stats();
+  CHECK(s.kv_blocks_free == s.kv_blocks_total);
+}
+
 TEST_CASE("a full queue is refused at once", "[engine]") {
   auto engine = MakeEngine(512, /*max_queued=*/2);
   std::vector<std::shared_ptr<CollectingSink>> sinks;
