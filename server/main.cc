@@ -33,6 +33,9 @@ Flags take a value as "--flag VALUE" or "--flag=VALUE".
   --threads N                  compute threads (0 = chosen from the model size; default 0)
   --context N                  context length to serve, at most the model's trained length
                                (default: the trained length)
+  --kv-type f32|bf16|auto      KV cache element type: bf16 halves the bytes attention reads
+                               per token and doubles the tokens --kv-cache-mib holds; auto
+                               (default) = bf16 with --compute bf16, f32 with --compute f32
   --kv-cache-mib N             KV cache pool size in MiB (default 1024)
   --kv-blocks N                KV cache pool size in blocks; overrides --kv-cache-mib
   --kv-block-size N            tokens per KV block (default 16)
@@ -111,6 +114,16 @@ Flags ParseFlags(int argc, char** argv) {
       {"--threads",
        [&](auto& n, auto& v) {
          o.engine.model.threads = static_cast<int>(ParseInt(n, v, 0, 1024));
+       }},
+      {"--kv-type",
+       [&](auto& n, auto& v) {
+         if (v == "auto") {
+           o.engine.kv_type.reset();
+         } else if (v == "f32" || v == "bf16") {
+           o.engine.kv_type = v == "bf16" ? KvType::kBf16 : KvType::kF32;
+         } else {
+           UsageError(absl::StrCat(n, " must be f32, bf16 or auto, got \"", v, "\""));
+         }
        }},
       {"--kv-cache-mib",
        [&](auto& n, auto& v) { o.engine.kv_cache_mib = ParseInt(n, v, 1, 1 << 24); }},

@@ -53,8 +53,9 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
   }
   SetServing(*s->server_, true);
   const EngineStats stats = s->engine_->Stats();
-  spdlog::info("serving {} on {} (port {}); KV cache {} blocks of {} tokens", kServiceName,
-               options.listen, s->port_, stats.kv_blocks_total, options.engine.kv_block_size);
+  spdlog::info("serving {} on {} (port {}); KV cache {} blocks of {} tokens ({})", kServiceName,
+               options.listen, s->port_, stats.kv_blocks_total, options.engine.kv_block_size,
+               KvTypeName(s->engine_->kv_type()));
   return s;
 }
 

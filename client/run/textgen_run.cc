@@ -14,6 +14,7 @@
 #include "engine/decoding/generation.h"
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/model.h"
+#include "engine/scheduler/engine.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -59,6 +60,8 @@ Engine:
   --compute bf16|f32      matmul arithmetic: bf16 (fast, default) or f32 (exact, for parity work)
   --threads N             compute threads (default: chosen for the model size)
   --context N             context length to serve, at most the model's (default: the model's)
+  --kv-type f32|bf16|auto KV cache element type (default auto: bf16 with --compute bf16, f32
+                          with --compute f32)
   --kv-block-size N       tokens per KV cache block (default 16)
   --kv-blocks N           KV cache pool size in blocks (default: enough for the request)
   --verbose               debug logging
@@ -78,6 +81,7 @@ struct Args {
   int block_size = 16;
   int kv_blocks = 0;
   bool bf16 = true;
+  std::optional<KvType> kv_type;  // unset: AutoKvType of the compute mode
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -195,6 +199,15 @@ Args ParseArgs(int argc, char** argv) {
       std::string v = value();
       if (v != "f32" && v != "bf16") Die("--compute: expected f32 or bf16, got '" + v + "'");
       a.bf16 = v == "bf16";
+    } else if (flag == "--kv-type") {
+      std::string v = value();
+      if (v == "auto") {
+        a.kv_type.reset();
+      } else if (v == "f32" || v == "bf16") {
+        a.kv_type = v == "bf16" ? KvType::kBf16 : KvType::kF32;
+      } else {
+        Die("--kv-type: expected f32, bf16 or auto, got '" + v + "'");
+      }
     } else if (flag == "--threads") {
       a.threads = ParseInt(flag, value(), 1);
     } else if (flag == "--context") {
@@ -264,6 +277,7 @@ int RunGenerate(const Args& a) {
   kv.n_kv_heads = c.n_kv_heads;
   kv.head_dim = c.head_dim;
   kv.block_size = a.block_size;
+  kv.type = a.kv_type.value_or(AutoKvType(model_options.llama.linear.compute));
   // Enough for every beam to hold a whole context (blocks are shared, so this is generous).
   const int beams = a.decoding.method == DecodingMethod::kBeam ? a.decoding.beam.num_beams : 1;
   kv.num_blocks = a.kv_blocks > 0

@@ -22,13 +22,14 @@ absl::StatusOr<std::unique_ptr<BlockPool>> BlockPool::Create(const KvCacheOption
         absl::StrFormat("cannot reserve %u bytes for the KV cache (%d blocks): %s", bytes,
                         options.num_blocks, std::strerror(err)));
   }
-  return std::unique_ptr<BlockPool>(new BlockPool(options, static_cast<float*>(p), bytes));
+  return std::unique_ptr<BlockPool>(new BlockPool(options, static_cast<std::byte*>(p), bytes));
 }
 
-BlockPool::BlockPool(const KvCacheOptions& options, float* data, size_t mapped_bytes)
+BlockPool::BlockPool(const KvCacheOptions& options, std::byte* data, size_t mapped_bytes)
     : options_(options),
-      block_stride_(options.BlockStrideBytes() / sizeof(float)),
-      tile_floats_(static_cast<size_t>(options.block_size) * options.head_dim),
+      block_stride_(options.BlockStrideBytes()),
+      tile_bytes_(static_cast<size_t>(options.block_size) * options.head_dim *
+                  KvTypeBytes(options.type)),
       data_(data),
       mapped_bytes_(mapped_bytes),
       refcount_(options.num_blocks, 0) {
@@ -91,16 +92,27 @@ int BlockPool::RefCount(int32_t block) const {
 void BlockPool::CopyBlock(int32_t src, int32_t dst) {
   assert(src >= 0 && src < options_.num_blocks && dst >= 0 && dst < options_.num_blocks);
   if (src == dst) return;
-  std::memcpy(data_ + dst * block_stride_, data_ + src * block_stride_,
-              options_.FloatsPerBlock() * sizeof(float));
+  std::memcpy(data_ + static_cast<size_t>(dst) * block_stride_,
+              data_ + static_cast<size_t>(src) * block_stride_,
+              options_.ElementsPerBlock() * KvTypeBytes(options_.type));
 }
 
-float* BlockPool::Tile(int32_t block, int layer, int kv, int kv_head) {
+std::byte* BlockPool::Tile(int32_t block, int layer, int kv, int kv_head) {
   assert(block >= 0 && block < options_.num_blocks);
   assert(layer >= 0 && layer < options_.n_layers);
   assert(kv_head >= 0 && kv_head < options_.n_kv_heads);
   const size_t tile = (static_cast<size_t>(layer) * 2 + kv) * options_.n_kv_heads + kv_head;
-  return data_ + static_cast<size_t>(block) * block_stride_ + tile * tile_floats_;
+  return data_ + static_cast<size_t>(block) * block_stride_ + tile * tile_bytes_;
+}
+
+float* BlockPool::F32Tile(int32_t block, int layer, int kv, int kv_head) {
+  assert(options_.type == KvType::kF32 && "F32 accessor on a BF16 KV pool");
+  return reinterpret_cast<float*>(Tile(block, layer, kv, kv_head));
+}
+
+uint16_t* BlockPool::Bf16Tile(int32_t block, int layer, int kv, int kv_head) {
+  assert(options_.type == KvType::kBf16 && "BF16 accessor on an F32 KV pool");
+  return reinterpret_cast<uint16_t*>(Tile(block, layer, kv, kv_head));
 }
 
 }  // namespace textgen

@@ -16,9 +16,12 @@
 namespace textgen {
 
 // Owns every KV block. A block holds `block_size` token positions for all layers; its layout
-//   [n_layers][2 (K, V)][n_kv_heads][block_size][head_dim]  (F32)
+//   [n_layers][2 (K, V)][n_kv_heads][block_size][head_dim]  (options.type: F32 or BF16)
 // puts the keys (or values) of one layer and one KV head for all of the block's tokens in one
-// contiguous [block_size, head_dim] tile, which is what attention streams through.
+// contiguous [block_size, head_dim] tile, which is what attention streams through. The tiles
+// are read and written through the accessors of the pool's type: Key/Value (float) for kF32,
+// KeyBf16/ValueBf16 (uint16_t BF16 bit patterns, the high halves of F32s) for kBf16; using
+// the other type's accessor is a caller bug (asserts in debug builds).
 //
 // A block id is either free (refcount 0, on the free list exactly once) or live (refcount >= 1,
 // not on the free list). Refcounts above 1 mean the block is shared between sequences (after a
@@ -54,35 +57,52 @@ class BlockPool {
   // valid ids; copying a block onto itself does nothing.
   void CopyBlock(int32_t src, int32_t dst);
 
-  // [block_size, head_dim] tiles of one block for one layer and one KV head.
-  float* Key(int32_t block, int layer, int kv_head) { return Tile(block, layer, 0, kv_head); }
-  float* Value(int32_t block, int layer, int kv_head) { return Tile(block, layer, 1, kv_head); }
+  // [block_size, head_dim] tiles of one block for one layer and one KV head, F32 pools.
+  float* Key(int32_t block, int layer, int kv_head) { return F32Tile(block, layer, 0, kv_head); }
+  float* Value(int32_t block, int layer, int kv_head) { return F32Tile(block, layer, 1, kv_head); }
   const float* Key(int32_t block, int layer, int kv_head) const {
-    return const_cast<BlockPool*>(this)->Tile(block, layer, 0, kv_head);
+    return const_cast<BlockPool*>(this)->F32Tile(block, layer, 0, kv_head);
   }
   const float* Value(int32_t block, int layer, int kv_head) const {
-    return const_cast<BlockPool*>(this)->Tile(block, layer, 1, kv_head);
+    return const_cast<BlockPool*>(this)->F32Tile(block, layer, 1, kv_head);
+  }
+  // The same tiles of a BF16 pool.
+  uint16_t* KeyBf16(int32_t block, int layer, int kv_head) {
+    return Bf16Tile(block, layer, 0, kv_head);
+  }
+  uint16_t* ValueBf16(int32_t block, int layer, int kv_head) {
+    return Bf16Tile(block, layer, 1, kv_head);
+  }
+  const uint16_t* KeyBf16(int32_t block, int layer, int kv_head) const {
+    return const_cast<BlockPool*>(this)->Bf16Tile(block, layer, 0, kv_head);
+  }
+  const uint16_t* ValueBf16(int32_t block, int layer, int kv_head) const {
+    return const_cast<BlockPool*>(this)->Bf16Tile(block, layer, 1, kv_head);
   }
 
   int num_free() const { return static_cast<int>(free_list_.size()); }
   int num_total() const { return options_.num_blocks; }
   int block_size() const { return options_.block_size; }
-  // Bytes between consecutive blocks (the used floats padded to kKvBlockAlignment).
-  size_t block_bytes() const { return block_stride_ * sizeof(float); }
+  KvType type() const { return options_.type; }
+  // Bytes between consecutive blocks (the used elements padded to kKvBlockAlignment).
+  size_t block_bytes() const { return block_stride_; }
   const KvCacheOptions& options() const { return options_; }
   // The free list, next block to be allocated last. For diagnostics and tests.
   absl::Span<const int32_t> free_blocks() const { return free_list_; }
 
  private:
-  BlockPool(const KvCacheOptions& options, float* data, size_t mapped_bytes);
-  float* Tile(int32_t block, int layer, int kv, int kv_head);
+  BlockPool(const KvCacheOptions& options, std::byte* data, size_t mapped_bytes);
+  // First byte of a tile.
+  std::byte* Tile(int32_t block, int layer, int kv, int kv_head);
+  float* F32Tile(int32_t block, int layer, int kv, int kv_head);
+  uint16_t* Bf16Tile(int32_t block, int layer, int kv, int kv_head);
   // OutOfRange unless 0 <= block < num_total(); asserts first in debug builds.
   absl::Status CheckId(int32_t block, const char* op) const;
 
   const KvCacheOptions options_;
-  const size_t block_stride_;  // floats between blocks, a multiple of kKvBlockAlignment / 4
-  const size_t tile_floats_;   // block_size * head_dim
-  float* const data_;          // [num_blocks][block_stride_], 64-byte aligned (page aligned)
+  const size_t block_stride_;  // bytes between blocks, a multiple of kKvBlockAlignment
+  const size_t tile_bytes_;    // block_size * head_dim elements
+  std::byte* const data_;      // [num_blocks][block_stride_] bytes, page aligned
   const size_t mapped_bytes_;
   std::vector<int32_t> free_list_;  // LIFO stack: a just-freed block is reused first (warm)
   std::vector<int32_t> refcount_;   // [num_blocks]

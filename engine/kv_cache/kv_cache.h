@@ -69,7 +69,8 @@ class KvCache {
   // Both address a row-major [block_size, head_dim] tile (the pool's own view, used by generic
   // users and tests). The model stores keys TRANSPOSED instead, as Kᵀ [head_dim, block_size]
   // tiles (engine/ops/attention.h), so it writes keys through pool().Key, not KeySlot; on such
-  // a cache KeySlot does not point at a token's key.
+  // a cache KeySlot does not point at a token's key. F32 caches only (options().type); a BF16
+  // cache is addressed through pool().KeyBf16 / ValueBf16.
   float* KeySlot(const BlockTable& t, int layer, int kv_head, int slot) {
     return Slot(t, layer, kv_head, slot, /*value=*/false);
   }

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "engine/format/dtype.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/rope.h"
@@ -235,11 +236,16 @@ absl::Status LlamaModel::ShiftContext(KvCache& cache, absl::Span<BlockTable* con
   const ops::RopeConfig kv_heads{c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, 1.0f};
   const int bs = cache.block_size();
   const int32_t delta = -drop_blocks * bs;
+  BlockPool& pool = cache.pool();
   for (const auto& [block, refs] : moved) {
     for (int l = 0; l < c.n_layers; ++l) {
       // The layer's K^T tiles [n_kv_heads, head_dim, block_size] are contiguous; unused slots
       // of a partial block rotate harmlessly.
-      ops::RopeShiftTransposed(kv_heads, delta, bs, bs, cache.pool().Key(block, l, 0));
+      if (pool.type() == KvType::kBf16) {
+        ops::RopeShiftTransposed(kv_heads, delta, bs, bs, pool.KeyBf16(block, l, 0));
+      } else {
+        ops::RopeShiftTransposed(kv_heads, delta, bs, bs, pool.Key(block, l, 0));
+      }
     }
   }
   return absl::OkStatus();
@@ -252,6 +258,7 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
   const int bs = cache.block_size();
   const ops::AttentionShape shape{c.n_heads, c.n_kv_heads, hd, bs};
   BlockPool& pool = cache.pool();
+  const bool bf16 = pool.type() == KvType::kBf16;
   Scratch& s = s_;
   // First store every new token's K/V, and list one attention job per token: (row, seq, the
   // slots it sees). Then run the jobs on all threads: each reads the cache and writes only its
@@ -267,25 +274,43 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
     const int slot0 = t.num_tokens - n;
     // Store this layer's K/V of the new tokens: k, v [n, n_kv_heads, head_dim] -> cache slots.
     // Keys go to column `off` of the block's K^T tile [head_dim, block_size] (the layout
-    // PagedAttention reads, engine/ops/attention.h), values to row `off` of the V tile.
+    // PagedAttention reads, engine/ops/attention.h), values to row `off` of the V tile; a BF16
+    // cache gets them rounded to nearest even.
     for (int i = 0; i < n; ++i) {
       const int slot = slot0 + i;
       const int32_t block = t.BlockOf(slot, bs);
-      const int off = BlockTable::OffsetOf(slot, bs);
+      const int64_t off = BlockTable::OffsetOf(slot, bs);
       const float* k = &s.k[(row + i) * c.n_kv_heads * hd];
       const float* v = &s.v[(row + i) * c.n_kv_heads * hd];
       for (int h = 0; h < c.n_kv_heads; ++h) {
-        float* kt = pool.Key(block, layer, h) + off;
-        for (int64_t d = 0; d < hd; ++d) kt[d * bs] = k[h * hd + d];
-        std::memcpy(cache.ValueSlot(t, layer, h, slot), v + h * hd, hd * sizeof(float));
+        if (bf16) {
+          uint16_t* kt = pool.KeyBf16(block, layer, h) + off;
+          uint16_t* vr = pool.ValueBf16(block, layer, h) + off * hd;
+          for (int64_t d = 0; d < hd; ++d) kt[d * bs] = F32ToBF16(k[h * hd + d]);
+          for (int64_t d = 0; d < hd; ++d) vr[d] = F32ToBF16(v[h * hd + d]);
+        } else {
+          float* kt = pool.Key(block, layer, h) + off;
+          for (int64_t d = 0; d < hd; ++d) kt[d * bs] = k[h * hd + d];
+          std::memcpy(pool.Value(block, layer, h) + off * hd, v + h * hd, hd * sizeof(float));
+        }
       }
     }
     SeqBlocks& sb = s.seq_blocks[si];
-    sb.k.resize(t.blocks.size());
-    sb.v.resize(t.blocks.size());
-    for (size_t b = 0; b < t.blocks.size(); ++b) {
-      sb.k[b] = pool.Key(t.blocks[b], layer, 0);
-      sb.v[b] = pool.Value(t.blocks[b], layer, 0);
+    const size_t nb = t.blocks.size();
+    if (bf16) {
+      sb.k16.resize(nb);
+      sb.v16.resize(nb);
+      for (size_t b = 0; b < nb; ++b) {
+        sb.k16[b] = pool.KeyBf16(t.blocks[b], layer, 0);
+        sb.v16[b] = pool.ValueBf16(t.blocks[b], layer, 0);
+      }
+    } else {
+      sb.k.resize(nb);
+      sb.v.resize(nb);
+      for (size_t b = 0; b < nb; ++b) {
+        sb.k[b] = pool.Key(t.blocks[b], layer, 0);
+        sb.v[b] = pool.Value(t.blocks[b], layer, 0);
+      }
     }
     // Causal: token i sees slots [0, slot0 + i].
     for (int i = 0; i < n; ++i) {
@@ -300,9 +325,11 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
   ops::ParallelForEach(static_cast<int64_t>(s.jobs.size()), threads, [&](int64_t j) {
     const AttentionJob& job = s.jobs[j];
     const SeqBlocks& sb = s.seq_blocks[job.seq];
-    if (!ops::PagedAttention(shape, &s.q[job.row * q_dim], sb.k, sb.v, job.n_ctx,
-                             &s.attn[job.row * q_dim])
-             .ok()) {
+    const float* q = &s.q[job.row * q_dim];
+    float* out = &s.attn[job.row * q_dim];
+    const absl::Status st = bf16 ? ops::PagedAttention(shape, q, sb.k16, sb.v16, job.n_ctx, out)
+                                 : ops::PagedAttention(shape, q, sb.k, sb.v, job.n_ctx, out);
+    if (!st.ok()) {
       failed.store(true, std::memory_order_relaxed);
     }
   });

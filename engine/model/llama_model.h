@@ -48,10 +48,11 @@ class LlamaModel {
                                                             const WeightSource& source,
                                                             const LlamaModelOptions& options);
 
-  // Runs `seqs` in one pass. First appends each sequence's tokens to its table (all-or-nothing:
-  // if the pool cannot fit them all, no table changes and ResourceExhausted is returned), then
-  // computes. `logits` receives [rows, n_vocab]: per sequence in order, one row (its last
-  // token), n rows (all_logits) or none (!logits); empty when no sequence wants logits.
+  // Runs `seqs` in one pass over a cache of either KvType (a BF16 cache stores K/V rounded to
+  // nearest even; attention widens them back). First appends each sequence's tokens to its table
+  // (all-or-nothing: if the pool cannot fit them all, no table changes and ResourceExhausted is
+  // returned), then computes. `logits` receives [rows, n_vocab]: per sequence in order, one row
+  // (its last token), n rows (all_logits) or none (!logits); empty when no sequence wants logits.
   // InvalidArgument for token ids outside the vocabulary or
   // positions beyond what RoPE can represent.
   absl::Status Forward(KvCache& cache, absl::Span<ForwardSeq> seqs, std::vector<float>* logits);
@@ -59,7 +60,8 @@ class LlamaModel {
   // Sliding window over the cache: in every table, drops `drop_blocks` whole blocks after the
   // first `keep_blocks`, then re-rotates the keys that moved down by drop_blocks * block_size
   // slots so that RoPE positions equal slots again (RoPE is a rotation, so a shift is one more
-  // rotation). The tables must be one request's live sequences (e.g. its beams, all of equal
+  // rotation; a BF16 cache's keys are widened, rotated and rounded). The tables must be one
+  // request's live sequences (e.g. its beams, all of equal
   // length); a block they share is rotated once. FailedPrecondition if a moved block is also
   // referenced from outside `tables` (rotating it would corrupt that reader) or too few blocks.
   absl::Status ShiftContext(KvCache& cache, absl::Span<BlockTable* const> tables, int keep_blocks,
@@ -76,9 +78,11 @@ class LlamaModel {
     std::vector<float> ffn_norm;   // [n_embd]
     std::unique_ptr<ops::Linear> wq, wk, wv, wo, w_gate, w_up, w_down;
   };
-  // One sequence's cache blocks of the current layer, as PagedAttention reads them.
+  // One sequence's cache blocks of the current layer, as PagedAttention reads them: k, v for
+  // an F32 cache, k16, v16 for a BF16 one.
   struct SeqBlocks {
     std::vector<const float*> k, v;
+    std::vector<const uint16_t*> k16, v16;
   };
   struct AttentionJob {
     int64_t row;    // token row of the pass (q and attn)

@@ -4,10 +4,11 @@
 #include "engine/ops/attention_kernel.h"
 
 namespace textgen::ops {
+namespace {
 
-absl::Status PagedAttention(const AttentionShape& shape, const float* q,
-                            absl::Span<const float* const> k_blocks,
-                            absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out) {
+template <typename T>
+absl::Status Check(const AttentionShape& shape, const float* q, absl::Span<const T* const> k_blocks,
+                   absl::Span<const T* const> v_blocks, int64_t n_ctx, const float* out) {
   if (shape.n_heads < 1 || shape.n_kv_heads < 1 || shape.head_dim < 1 || shape.block_size < 1 ||
       shape.n_heads % shape.n_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -30,6 +31,23 @@ absl::Status PagedAttention(const AttentionShape& shape, const float* q,
       return absl::InvalidArgumentError(absl::StrCat("PagedAttention: null block ", b));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PagedAttention(const AttentionShape& shape, const float* q,
+                            absl::Span<const float* const> k_blocks,
+                            absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out) {
+  if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out); !s.ok()) return s;
+  internal::PagedAttentionKernel(shape, q, k_blocks.data(), v_blocks.data(), n_ctx, out);
+  return absl::OkStatus();
+}
+
+absl::Status PagedAttention(const AttentionShape& shape, const float* q,
+                            absl::Span<const uint16_t* const> k_blocks,
+                            absl::Span<const uint16_t* const> v_blocks, int64_t n_ctx, float* out) {
+  if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out); !s.ok()) return s;
   internal::PagedAttentionKernel(shape, q, k_blocks.data(), v_blocks.data(), n_ctx, out);
   return absl::OkStatus();
 }

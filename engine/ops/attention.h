@@ -38,6 +38,14 @@ absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const float* const> k_blocks,
                             absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out);
 
+// The same over a BF16 cache: the tiles (same layouts) hold BF16 bit patterns, which are
+// widened to F32 exactly as they are loaded; scores, softmax and sums are the F32 version's
+// arithmetic, so the result equals PagedAttention on the widened values up to float rounding
+// (bit for bit in practice). Half the bytes per slot: decode attention is bound by them.
+absl::Status PagedAttention(const AttentionShape& shape, const float* q,
+                            absl::Span<const uint16_t* const> k_blocks,
+                            absl::Span<const uint16_t* const> v_blocks, int64_t n_ctx, float* out);
+
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_ATTENTION_H_

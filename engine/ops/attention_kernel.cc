@@ -4,16 +4,42 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/ops/half.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops::internal {
 namespace {
 
+// The kernels are templates over the cached element type T: float, or uint16_t holding BF16
+// bit patterns. BF16 is widened to F32 as it is loaded (exact: the F32 with the same high
+// half), so both types share every F32 operation in the same order, and the float
+// instantiation is the F32 kernel as it was.
+inline float ToF32(float x) { return x; }
+inline float ToF32(uint16_t x) { return half::Bf16ToF32(x); }
+
 #if defined(__AVX512F__)
 
+// 16 consecutive elements from p as F32; lanes outside `mask` are 0 and not read.
+inline __m512 Load16(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+inline __m512 Load16(const uint16_t* p, __mmask16 mask) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  const __m256i h = _mm256_maskz_loadu_epi16(mask, p);
+#else
+  // No 16-bit masked loads: gather the lanes through a small buffer.
+  alignas(32) uint16_t buf[16] = {};
+  for (int i = 0; i < 16; ++i) {
+    if (mask >> i & 1) buf[i] = p[i];
+  }
+  const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(buf));
+#endif
+  // BF16 -> F32 is a 16-bit left shift of the bits (what VCVTPBH2PS would do).
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 // Up to 16 consecutive slots of one K^T tile: lane i is slot t + i, read at kt[d * bs + i].
+template <typename T>
 struct ScoreChunk {
-  const float* kt;
+  const T* kt;
   __mmask16 mask;  // lanes holding real slots; 0 for padding chunks (nothing read or written)
   int64_t t;
 };
@@ -22,8 +48,8 @@ struct ScoreChunk {
 // G query heads, and vmax[g] = max(vmax[g], those scores). The C x G accumulators stay in
 // registers over the head dim, so each K^T row segment is loaded once for the whole group,
 // and C * G independent FMA chains hide the FMA latency even for head_dim 8.
-template <int G, int C>
-inline void ScoreChunks(const ScoreChunk* c, const float* q, int64_t hd, int64_t bs, float scale,
+template <int G, int C, typename T>
+inline void ScoreChunks(const ScoreChunk<T>* c, const float* q, int64_t hd, int64_t bs, float scale,
                         float* s, int64_t lds, __m512* vmax) {
   __m512 acc[C][G];
   TG_UNROLL
@@ -34,7 +60,7 @@ inline void ScoreChunks(const ScoreChunk* c, const float* q, int64_t hd, int64_t
   for (int64_t d = 0; d < hd; ++d) {
     __m512 k[C];
     TG_UNROLL
-    for (int j = 0; j < C; ++j) k[j] = _mm512_maskz_loadu_ps(c[j].mask, c[j].kt + d * bs);
+    for (int j = 0; j < C; ++j) k[j] = Load16(c[j].kt + d * bs, c[j].mask);
     TG_UNROLL
     for (int g = 0; g < G; ++g) {
       const __m512 qd = _mm512_set1_ps(q[g * hd + d]);
@@ -59,19 +85,19 @@ inline void ScoreChunks(const ScoreChunk* c, const float* q, int64_t hd, int64_t
 // (kv head at `offset` in each block), and their maxima max[g]. Slots are taken 16 at a time
 // per tile column range; C such chunks, possibly from different blocks, go through
 // ScoreChunks together.
-template <int G>
-void Scores(const float* q, int64_t hd, const float* const* k_blocks, int64_t offset, int64_t bs,
+template <int G, typename T>
+void Scores(const float* q, int64_t hd, const T* const* k_blocks, int64_t offset, int64_t bs,
             int64_t n_ctx, float scale, float* s, int64_t lds, float* max) {
   // Enough chunks for >= 8 independent accumulators; at most 16 + C + 1 zmm registers live.
   constexpr int C = G == 1 ? 8 : 4;
   __m512 vmax[G];
   TG_UNROLL
   for (int g = 0; g < G; ++g) vmax[g] = _mm512_set1_ps(-INFINITY);
-  ScoreChunk chunks[C];
+  ScoreChunk<T> chunks[C];
   int nc = 0;
   for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
     const int64_t rows = std::min(bs, n_ctx - t);
-    const float* kt = k_blocks[b] + offset;
+    const T* kt = k_blocks[b] + offset;
     for (int64_t r0 = 0; r0 < rows; r0 += 16) {
       chunks[nc++] = {kt + r0, simd::TailMask(rows - r0), t + r0};
       if (nc == C) {
@@ -94,9 +120,9 @@ void Scores(const float* q, int64_t hd, const float* const* k_blocks, int64_t of
 // whole context, so each V row is loaded once and nothing is stored until the end; rows go
 // round-robin to U accumulator sets so small G * NV (head_dim 8/16) is not bound by the FMA
 // latency of a single chain.
-template <int G, int NV, int U>
-void WeightedSumV(const float* p, int64_t ldp, const float* const* v_blocks, int64_t offset,
-                  int64_t bs, int64_t n_ctx, int64_t hd, int64_t d0, float* out) {
+template <int G, int NV, int U, typename T>
+void WeightedSumV(const float* p, int64_t ldp, const T* const* v_blocks, int64_t offset, int64_t bs,
+                  int64_t n_ctx, int64_t hd, int64_t d0, float* out) {
   __mmask16 mask[NV];
   TG_UNROLL
   for (int i = 0; i < NV; ++i) {
@@ -112,7 +138,7 @@ void WeightedSumV(const float* p, int64_t ldp, const float* const* v_blocks, int
     }
   }
   for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
-    const float* v = v_blocks[b] + offset + d0;
+    const T* v = v_blocks[b] + offset + d0;
     const int64_t rows = std::min(bs, n_ctx - t);
     int64_t r = 0;
     for (; r + U <= rows; r += U, t += U) {
@@ -121,7 +147,7 @@ void WeightedSumV(const float* p, int64_t ldp, const float* const* v_blocks, int
         __m512 vv[NV];
         TG_UNROLL
         for (int i = 0; i < NV; ++i) {
-          vv[i] = _mm512_maskz_loadu_ps(mask[i], v + (r + u) * hd + 16 * i);
+          vv[i] = Load16(v + (r + u) * hd + 16 * i, mask[i]);
         }
         TG_UNROLL
         for (int g = 0; g < G; ++g) {
@@ -134,7 +160,7 @@ void WeightedSumV(const float* p, int64_t ldp, const float* const* v_blocks, int
     for (; r < rows; ++r, ++t) {
       __m512 vv[NV];
       TG_UNROLL
-      for (int i = 0; i < NV; ++i) vv[i] = _mm512_maskz_loadu_ps(mask[i], v + r * hd + 16 * i);
+      for (int i = 0; i < NV; ++i) vv[i] = Load16(v + r * hd + 16 * i, mask[i]);
       TG_UNROLL
       for (int g = 0; g < G; ++g) {
         const __m512 pg = _mm512_set1_ps(p[g * ldp + t]);
@@ -155,8 +181,8 @@ void WeightedSumV(const float* p, int64_t ldp, const float* const* v_blocks, int
   }
 }
 
-template <int G>
-void WeightedSumVChunk(int nv, const float* p, int64_t ldp, const float* const* v_blocks,
+template <int G, typename T>
+void WeightedSumVChunk(int nv, const float* p, int64_t ldp, const T* const* v_blocks,
                        int64_t offset, int64_t bs, int64_t n_ctx, int64_t hd, int64_t d0,
                        float* out) {
   // U * G * NV <= 16 accumulators, aiming for >= 8 independent chains.
@@ -180,8 +206,9 @@ void WeightedSumVChunk(int nv, const float* p, int64_t ldp, const float* const* 
 
 // s[g * n_ctx + t] = scale * q[g] · K[t] for g < group over the K^T tiles, max[g] the row
 // maxima.
-void ScoreRows(const float* q, int64_t group, int64_t hd, const float* const* k_blocks,
-               int64_t offset, int64_t bs, int64_t n_ctx, float scale, float* s, float* max) {
+template <typename T>
+void ScoreRows(const float* q, int64_t group, int64_t hd, const T* const* k_blocks, int64_t offset,
+               int64_t bs, int64_t n_ctx, float scale, float* s, float* max) {
 #if defined(__AVX512F__)
   // Chunks of up to 4 query heads: each reads the K^T tiles once.
   for (int64_t g0 = 0; g0 < group; g0 += 4) {
@@ -207,10 +234,10 @@ void ScoreRows(const float* q, int64_t group, int64_t hd, const float* const* k_
     float* sg = s + g * n_ctx;
     for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
       const int64_t rows = std::min(bs, n_ctx - t);
-      const float* kt = k_blocks[b] + offset;
+      const T* kt = k_blocks[b] + offset;
       for (int64_t r = 0; r < rows; ++r) {
         float acc = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) acc += q[g * hd + d] * kt[d * bs + r];
+        for (int64_t d = 0; d < hd; ++d) acc += q[g * hd + d] * ToF32(kt[d * bs + r]);
         sg[t + r] = acc * scale;
       }
       t += rows;
@@ -236,7 +263,8 @@ void ScaleRow(float* x, int64_t n, float f) {
 }
 
 // out[group, hd] = P[group, n_ctx] · V over the blocks (kv head at `offset` in each block).
-void WeightedSum(const float* p, int64_t group, int64_t n_ctx, const float* const* v_blocks,
+template <typename T>
+void WeightedSum(const float* p, int64_t group, int64_t n_ctx, const T* const* v_blocks,
                  int64_t offset, int64_t bs, int64_t hd, float* out) {
 #if defined(__AVX512F__)
   // Chunks of up to 4 query heads x 64 dims: at most 16 accumulators.
@@ -267,18 +295,19 @@ void WeightedSum(const float* p, int64_t group, int64_t n_ctx, const float* cons
   for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
     const int64_t rows = std::min(bs, n_ctx - t);
     for (int64_t r = 0; r < rows; ++r, ++t) {
+      const T* v = v_blocks[b] + offset + r * hd;
       for (int64_t g = 0; g < group; ++g) {
-        simd::Axpy(p[g * n_ctx + t], v_blocks[b] + offset + r * hd, out + g * hd, hd);
+        const float pg = p[g * n_ctx + t];
+        for (int64_t d = 0; d < hd; ++d) out[g * hd + d] += pg * ToF32(v[d]);
       }
     }
   }
 #endif
 }
 
-}  // namespace
-
-void PagedAttentionKernel(const AttentionShape& shape, const float* q, const float* const* k_blocks,
-                          const float* const* v_blocks, int64_t n_ctx, float* out) {
+template <typename T>
+void Attend(const AttentionShape& shape, const float* q, const T* const* k_blocks,
+            const T* const* v_blocks, int64_t n_ctx, float* out) {
   const int64_t hd = shape.head_dim;
   const int64_t bs = shape.block_size;
   const int64_t group = shape.n_heads / shape.n_kv_heads;
@@ -304,6 +333,19 @@ void PagedAttentionKernel(const AttentionShape& shape, const float* q, const flo
     }
     WeightedSum(scores.data(), group, n_ctx, v_blocks, offset, bs, hd, out + h * group * hd);
   }
+}
+
+}  // namespace
+
+void PagedAttentionKernel(const AttentionShape& shape, const float* q, const float* const* k_blocks,
+                          const float* const* v_blocks, int64_t n_ctx, float* out) {
+  Attend(shape, q, k_blocks, v_blocks, n_ctx, out);
+}
+
+void PagedAttentionKernel(const AttentionShape& shape, const float* q,
+                          const uint16_t* const* k_blocks, const uint16_t* const* v_blocks,
+                          int64_t n_ctx, float* out) {
+  Attend(shape, q, k_blocks, v_blocks, n_ctx, out);
 }
 
 }  // namespace textgen::ops::internal

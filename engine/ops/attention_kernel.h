@@ -8,10 +8,13 @@
 
 namespace textgen::ops::internal {
 
-// As PagedAttention, with k_blocks/v_blocks holding at least ceil(n_ctx / block_size) valid
-// pointers.
+// As PagedAttention (F32 or BF16 tiles), with k_blocks/v_blocks holding at least
+// ceil(n_ctx / block_size) valid pointers.
 void PagedAttentionKernel(const AttentionShape& shape, const float* q, const float* const* k_blocks,
                           const float* const* v_blocks, int64_t n_ctx, float* out);
+void PagedAttentionKernel(const AttentionShape& shape, const float* q,
+                          const uint16_t* const* k_blocks, const uint16_t* const* v_blocks,
+                          int64_t n_ctx, float* out);
 
 }  // namespace textgen::ops::internal
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/ops/half.h"
+
 namespace textgen::ops {
 namespace {
 
@@ -53,6 +55,33 @@ void RotateRow(const RopeConfig& c, const RopeScratch& s, float* row) {
   }
 }
 
+inline float Load(float x) { return x; }
+inline float Load(uint16_t x) { return half::Bf16ToF32(x); }
+inline void Store(float v, float* x) { *x = v; }
+inline void Store(float v, uint16_t* x) { *x = half::F32ToBf16(v); }
+
+// RopeShiftTransposed over float or BF16 (uint16_t) elements.
+template <typename T>
+void ShiftTransposed(const RopeConfig& config, int32_t delta, int64_t n_slots, int64_t ld, T* kt) {
+  assert(n_slots <= ld);
+  RopeScratch& s = Prepare(config);
+  Angles(config, s, delta);
+  for (int64_t h = 0; h < config.n_heads; ++h) {
+    for (int64_t i = 0; i < config.rope_dim / 2; ++i) {
+      T* x0 = kt + (h * config.head_dim + 2 * i) * ld;  // [n_slots] dim 2i
+      T* x1 = x0 + ld;                                  // [n_slots] dim 2i + 1
+      const float c = s.cos[i];
+      const float sn = s.sin[i];
+      for (int64_t r = 0; r < n_slots; ++r) {
+        const float a = Load(x0[r]);
+        const float b = Load(x1[r]);
+        Store(a * c - b * sn, &x0[r]);
+        Store(a * sn + b * c, &x1[r]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void Rope(const RopeConfig& config, const int32_t* positions, int64_t n, float* x) {
@@ -73,23 +102,12 @@ void RopeShift(const RopeConfig& config, int32_t delta, int64_t n, float* x) {
 
 void RopeShiftTransposed(const RopeConfig& config, int32_t delta, int64_t n_slots, int64_t ld,
                          float* kt) {
-  assert(n_slots <= ld);
-  RopeScratch& s = Prepare(config);
-  Angles(config, s, delta);
-  for (int64_t h = 0; h < config.n_heads; ++h) {
-    for (int64_t i = 0; i < config.rope_dim / 2; ++i) {
-      float* x0 = kt + (h * config.head_dim + 2 * i) * ld;  // [n_slots] dim 2i
-      float* x1 = x0 + ld;                                  // [n_slots] dim 2i + 1
-      const float c = s.cos[i];
-      const float sn = s.sin[i];
-      for (int64_t r = 0; r < n_slots; ++r) {
-        const float a = x0[r];
-        const float b = x1[r];
-        x0[r] = a * c - b * sn;
-        x1[r] = a * sn + b * c;
-      }
-    }
-  }
+  ShiftTransposed(config, delta, n_slots, ld, kt);
+}
+
+void RopeShiftTransposed(const RopeConfig& config, int32_t delta, int64_t n_slots, int64_t ld,
+                         uint16_t* kt) {
+  ShiftTransposed(config, delta, n_slots, ld, kt);
 }
 
 }  // namespace textgen::ops

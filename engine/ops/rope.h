@@ -33,6 +33,12 @@ void RopeShift(const RopeConfig& config, int32_t delta, int64_t n, float* x);
 // angle, so rows 2i and 2i+1 are rotated elementwise (vectorizes over the slots).
 void RopeShiftTransposed(const RopeConfig& config, int32_t delta, int64_t n_slots, int64_t ld,
                          float* kt);
+// The same on BF16 keys (uint16_t bit patterns, a BF16 KV cache's K^T tiles): each element is
+// widened to F32, rotated with the same angles and arithmetic, and rounded to the nearest BF16
+// (ties to even). Equals rounding the F32 version's result on the widened keys, so each shift
+// adds one BF16 rounding (at most 2^-8 relative) to the keys it moves.
+void RopeShiftTransposed(const RopeConfig& config, int32_t delta, int64_t n_slots, int64_t ld,
+                         uint16_t* kt);
 
 }  // namespace textgen::ops
 

@@ -11,6 +11,10 @@
 
 namespace textgen {
 
+KvType AutoKvType(ops::LinearCompute compute) {
+  return compute == ops::LinearCompute::kBf16 ? KvType::kBf16 : KvType::kF32;
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (options.max_step_tokens < 1) {
     return absl::InvalidArgumentError(
@@ -25,6 +29,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   kv.n_kv_heads = c.n_kv_heads;
   kv.head_dim = c.head_dim;
   kv.block_size = options.kv_block_size;
+  kv.type = options.kv_type.value_or(AutoKvType(options.model.llama.linear.compute));
   if (options.kv_blocks > 0) {
     kv.num_blocks = options.kv_blocks;
   } else {

@@ -37,9 +37,17 @@ struct StepReport {
   std::vector<Request> requests;  // those that ran tokens, oldest first
 };
 
+// The KV cache element type for matmuls of `compute` when none is asked for: BF16 with kBf16
+// (speed already chosen over exactness; half the KV bytes per step), F32 with kF32 (parity
+// with other engines, whose F32 references the parity tests compare against). textgen-run
+// applies the same rule.
+KvType AutoKvType(ops::LinearCompute compute);
+
 struct EngineOptions {
   std::string model_path;
   ModelOptions model;
+  // Element type of the KV cache; unset: AutoKvType(model.llama.linear.compute).
+  std::optional<KvType> kv_type;
   int kv_block_size = 16;
   // Pool size: kv_blocks if > 0, else as many blocks as fit in kv_cache_mib.
   int kv_blocks = 0;
@@ -125,6 +133,8 @@ class Engine {
   absl::Status DeleteSession(const std::string& id);
 
   const Model& model() const { return *model_; }
+  // The KV cache's element type (as chosen at Create).
+  KvType kv_type() const { return cache_->options().type; }
   EngineStats Stats() const;
 
  private:

@@ -3,7 +3,8 @@
 // estimate of stories260K's per-token op time, and the bandwidth of the decode weight kernels
 // (Q8_0/F16/BF16/F32 row-range GEMV) and weight conversions.
 //
-// Usage: ops-bench [--quick] [--weights]   (--weights: only the decode weight kernels)
+// Usage: ops-bench [--quick] [--weights | --attention]   (only the decode weight kernels / only
+// the decode-step attention over an F32 and a BF16 KV cache)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kv_cache/kv_cache.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/gemv_float.h"
@@ -233,6 +235,97 @@ void BenchAttention() {
   }
 }
 
+// The attention of one decode step of a batch on a real paged KV cache: `seqs` sequences of
+// `n_ctx` tokens, stories110M's shape (12 layers, 12 heads, head_dim 64), blocks interleaved
+// between the sequences as continuous batching leaves them. Every (sequence, layer) is one
+// PagedAttention call, split over `threads` as LlamaModel::Attention does; the K/V read per
+// step (~2 x 12 x 12 x 64 x n_ctx x seqs elements) is far beyond the caches.
+void BenchDecodeAttention() {
+  const int layers = 12, heads = 12, hd = 64, bs = 16, seqs = 16, n_ctx = 200;
+  const AttentionShape shape{
+      .n_heads = heads, .n_kv_heads = heads, .head_dim = hd, .block_size = bs};
+  std::printf(
+      "\nDecode-step attention, %d sequences x %d tokens, %d layers x %d heads x %d dims"
+      " (stories110M), ms per step\n",
+      seqs, n_ctx, layers, heads, hd);
+  for (KvType type : {KvType::kF32, KvType::kBf16}) {
+    const int blocks_per_seq = (n_ctx + bs - 1) / bs;
+    auto cache = KvCache::Create({.n_layers = layers,
+                                  .n_kv_heads = heads,
+                                  .head_dim = hd,
+                                  .block_size = bs,
+                                  .num_blocks = seqs * blocks_per_seq,
+                                  .type = type});
+    if (!cache.ok()) {
+      std::printf("  %s\n", std::string(cache.status().message()).c_str());
+      return;
+    }
+    KvCache& kc = **cache;
+    BlockPool& pool = kc.pool();
+    std::vector<BlockTable> tables(seqs);
+    // One block per sequence at a time: the sequences' blocks interleave in the pool.
+    for (int t = 0; t < n_ctx; t += bs) {
+      for (BlockTable& table : tables) (void)kc.Append(table, std::min(bs, n_ctx - t));
+    }
+    // Write every element (random values in [-1, 1)), so every page is resident.
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    const int64_t tile = int64_t{bs} * hd;
+    for (int32_t b = 0; b < pool.num_total(); ++b) {
+      for (int l = 0; l < layers; ++l) {
+        for (int h = 0; h < heads; ++h) {
+          for (int64_t i = 0; i < tile; ++i) {
+            if (type == KvType::kF32) {
+              pool.Key(b, l, h)[i] = dist(rng);
+              pool.Value(b, l, h)[i] = dist(rng);
+            } else {
+              pool.KeyBf16(b, l, h)[i] = half::F32ToBf16(dist(rng));
+              pool.ValueBf16(b, l, h)[i] = half::F32ToBf16(dist(rng));
+            }
+          }
+        }
+      }
+    }
+    // [layers][seqs] block pointer lists, as the model builds them per layer.
+    std::vector<std::vector<const float*>> k32(layers * seqs), v32(layers * seqs);
+    std::vector<std::vector<const uint16_t*>> k16(layers * seqs), v16(layers * seqs);
+    for (int l = 0; l < layers; ++l) {
+      for (int s = 0; s < seqs; ++s) {
+        for (int32_t b : tables[s].blocks) {
+          if (type == KvType::kF32) {
+            k32[l * seqs + s].push_back(pool.Key(b, l, 0));
+            v32[l * seqs + s].push_back(pool.Value(b, l, 0));
+          } else {
+            k16[l * seqs + s].push_back(pool.KeyBf16(b, l, 0));
+            v16[l * seqs + s].push_back(pool.ValueBf16(b, l, 0));
+          }
+        }
+      }
+    }
+    const std::vector<float> q = Random(int64_t{seqs} * heads * hd, 2);
+    std::vector<float> out(q.size());
+    const double mb =
+        static_cast<double>(seqs) * n_ctx * layers * 2 * heads * hd * KvTypeBytes(type) / 1e6;
+    for (int threads : {1, 2}) {
+      const double us = TimeUs([&] {
+        for (int l = 0; l < layers; ++l) {
+          ParallelForEach(seqs, threads, [&](int64_t s) {
+            const size_t i = l * seqs + s;
+            const float* qs = q.data() + s * heads * hd;
+            float* os = out.data() + s * heads * hd;
+            (void)(type == KvType::kF32 ? PagedAttention(shape, qs, k32[i], v32[i], n_ctx, os)
+                                        : PagedAttention(shape, qs, k16[i], v16[i], n_ctx, os));
+          });
+        }
+      });
+      std::printf("  %-4s K/V, %d thread%s: %7.2f ms  (%.0f MB of K/V, %.1f GB/s)\n",
+                  std::string(KvTypeName(type)).c_str(), threads, threads > 1 ? "s" : " ", us / 1e3,
+                  mb, mb * 1e3 / us);
+    }
+    for (BlockTable& table : tables) kc.Free(table);
+  }
+}
+
 // One decode token of stories260K (dim 64, 5 layers, 8 heads / 4 kv heads, FFN 172, vocab
 // 512) through the ops alone, at context 256: an upper bound on tokens/s.
 void BenchStories260K() {
@@ -295,19 +388,25 @@ void BenchStories260K() {
 }  // namespace textgen::ops
 
 int main(int argc, char** argv) {
-  bool weights_only = false;
+  bool weights_only = false, attention_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) textgen::ops::g_quick = true;
     if (std::strcmp(argv[i], "--weights") == 0) weights_only = true;
+    if (std::strcmp(argv[i], "--attention") == 0) attention_only = true;
   }
   if (weights_only) {
     textgen::ops::BenchWeightKernels();
+    return 0;
+  }
+  if (attention_only) {
+    textgen::ops::BenchDecodeAttention();
     return 0;
   }
   textgen::ops::BenchLinear();
   textgen::ops::SetNumThreads(1);
   textgen::ops::BenchElementwise();
   textgen::ops::BenchAttention();
+  textgen::ops::BenchDecodeAttention();
   textgen::ops::BenchStories260K();
   textgen::ops::BenchWeightKernels();
   return 0;

@@ -40,6 +40,24 @@ TEST_CASE("textgen-run's default fast arithmetic tells a coherent story", "[cli]
   CHECK(Run("--compute f16 --prompt x", true).out.find("--compute") != std::string::npos);
 }
 
+TEST_CASE("textgen-run --kv-type picks the KV cache element type", "[cli]") {
+  const std::string model = "--model " + ShellQuote(testing::ModelPath("stories260K.gguf"));
+  // Whatever the type, the demo story starts the same (no near tie in its first tokens).
+  for (const char* kv : {"f32", "bf16", "auto"}) {
+    for (const char* compute : {"f32", "bf16"}) {
+      INFO("--kv-type " << kv << " --compute " << compute);
+      RunResult r = Run(model + " --compute " + compute + " --kv-type " + kv +
+                        " --prompt 'Once upon a time' --max-new-tokens 20");
+      REQUIRE(r.exit_code == 0);
+      CHECK_THAT(r.out, Catch::StartsWith("Once upon a time, there was a little"));
+    }
+  }
+  RunResult bad = Run("--kv-type f16 --prompt x", true);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("--kv-type: expected f32, bf16 or auto"));
+  CHECK_THAT(Run("--help").out, Catch::Contains("--kv-type f32|bf16|auto"));
+}
+
 TEST_CASE("textgen-run --json matches the reference, with and without cache", "[cli]") {
   nlohmann::json ref = nlohmann::json::parse(
       testing::ReadFile(testing::ReferenceDir() + "/TinyStories-656K-F32.greedy.json"));

@@ -2,6 +2,9 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "tests/server/server_test_util.h"
 
@@ -98,6 +101,50 @@ TEST_CASE("SIGTERM with a short stream in flight lets it complete", "[server][li
   CHECK(last.finish_reason() != v1::FINISH_REASON_UNSPECIFIED);
   CHECK(last.finish_reason() != v1::CANCELLED);
   CHECK(server.Stop() == 0);
+}
+
+TEST_CASE("textgen-server --kv-type: auto follows --compute, bf16 doubles the blocks",
+          "[server][lifecycle]") {
+  struct Case {
+    std::vector<std::string> args;
+    const char* type;  // as the startup log names it
+  };
+  const Case cases[] = {
+      {{"--kv-type", "f32"}, "f32"},
+      {{"--compute", "bf16"}, "bf16"},  // auto
+      {{"--compute", "bf16", "--kv-type", "f32"}, "f32"},
+      {{"--kv-type", "bf16"}, "bf16"},
+  };
+  uint32_t f32_blocks = 0, bf16_blocks = 0;
+  for (const Case& c : cases) {
+    ServerProcessOptions o;
+    o.extra_args = c.args;
+    o.extra_args.insert(o.extra_args.end(), {"--kv-cache-mib", "4"});
+    ServerProcess server(o);
+    auto stub = NewStub(server);
+    const uint32_t blocks = GetInfo(*stub).kv_blocks_total();
+    (std::string(c.type) == "bf16" ? bf16_blocks : f32_blocks) = blocks;
+    v1::GenerateRequest req;
+    req.set_prompt("Once upon a time");
+    req.set_max_new_tokens(20);
+    StreamResult r = RunGenerate(*stub, req);
+    INFO(r.status.error_message());
+    REQUIRE(r.status.ok());
+    CHECK(r.ids.size() == 20);
+    CHECK(server.Stop() == 0);
+    CHECK_THAT(server.Log(), Catch::Contains("blocks of 16 tokens (" + std::string(c.type) + ")"));
+  }
+  CHECK(f32_blocks > 0);
+  CHECK(bf16_blocks >= 2 * f32_blocks);
+
+  const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
+  REQUIRE(bin_dir != nullptr);
+  CommandResult bad = RunCommand(std::string(bin_dir) + "/textgen-server --kv-type f16 2>&1");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("--kv-type must be f32, bf16 or auto"));
+  CommandResult help = RunCommand(std::string(bin_dir) + "/textgen-server --help");
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.out, Catch::Contains("--kv-type f32|bf16|auto"));
 }
 
 }  // namespace

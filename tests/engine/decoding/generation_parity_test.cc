@@ -25,6 +25,7 @@ std::unique_ptr<KvCache> MakeCache(const ModelConfig& c) {
   o.head_dim = c.head_dim;
   o.block_size = 16;
   o.num_blocks = c.n_ctx / 16 + 2;
+  o.type = KvType::kF32;  // exact K/V: the references are F32 runs
   auto cache = KvCache::Create(o);
   REQUIRE(cache.ok());
   return std::move(cache).value();

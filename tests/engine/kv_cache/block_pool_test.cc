@@ -187,6 +187,74 @@ TEST_CASE("BlockPool: CopyBlock copies all layers and nothing else", "[kv_cache]
   CHECK(pool->Key(1, 1, 1)[0] == 51100);
 }
 
+TEST_CASE("BlockPool: a BF16 pool has 2-byte tiles in the same layout", "[kv_cache]") {
+  KvCacheOptions o = SmallOptions(3);
+  o.type = KvType::kBf16;
+  auto pool = MakePool(o);
+  CHECK(pool->type() == KvType::kBf16);
+  CHECK(pool->block_bytes() == 192);  // 96 elements x 2 bytes
+  const size_t tile = size_t{4} * 3;
+  const uint16_t* base = pool->KeyBf16(0, 0, 0);
+  CHECK(reinterpret_cast<uintptr_t>(base) % 64 == 0);
+  for (int32_t b = 0; b < 3; ++b) {
+    for (int l = 0; l < 2; ++l) {
+      for (int h = 0; h < 2; ++h) {
+        const size_t block_off = b * pool->block_bytes() / sizeof(uint16_t);
+        CHECK(pool->KeyBf16(b, l, h) == base + block_off + ((l * 2 + 0) * 2 + h) * tile);
+        CHECK(pool->ValueBf16(b, l, h) == base + block_off + ((l * 2 + 1) * 2 + h) * tile);
+      }
+    }
+  }
+  const BlockPool& cpool = *pool;
+  CHECK(cpool.KeyBf16(2, 1, 1) == pool->KeyBf16(2, 1, 1));
+  CHECK(cpool.ValueBf16(2, 1, 1) == pool->ValueBf16(2, 1, 1));
+}
+
+TEST_CASE("BlockPool: CopyBlock of a BF16 pool copies whole 2-byte blocks only", "[kv_cache]") {
+  KvCacheOptions o = SmallOptions(3);
+  o.type = KvType::kBf16;
+  auto pool = MakePool(o);
+  const size_t tile = size_t{4} * 3;
+  auto pattern = [](int32_t b, int l, int kv, int h, size_t i) {
+    return static_cast<uint16_t>(b * 4096 + ((l * 2 + kv) * 2 + h) * 64 + i + 1);
+  };
+  for (int32_t b = 0; b < 3; ++b) {
+    for (int l = 0; l < 2; ++l) {
+      for (int h = 0; h < 2; ++h) {
+        for (size_t i = 0; i < tile; ++i) {
+          pool->KeyBf16(b, l, h)[i] = pattern(b, l, 0, h, i);
+          pool->ValueBf16(b, l, h)[i] = pattern(b, l, 1, h, i);
+        }
+      }
+    }
+  }
+  // Blocks are 192 bytes apart with no padding: copying 4 bytes per element would overwrite
+  // block 2, copying 1 would miss layer 1.
+  pool->CopyBlock(0, 1);
+  for (int l = 0; l < 2; ++l) {
+    for (int h = 0; h < 2; ++h) {
+      for (size_t i = 0; i < tile; ++i) {
+        REQUIRE(pool->KeyBf16(1, l, h)[i] == pattern(0, l, 0, h, i));
+        REQUIRE(pool->ValueBf16(1, l, h)[i] == pattern(0, l, 1, h, i));
+        REQUIRE(pool->KeyBf16(0, l, h)[i] == pattern(0, l, 0, h, i));
+        REQUIRE(pool->KeyBf16(2, l, h)[i] == pattern(2, l, 0, h, i));
+        REQUIRE(pool->ValueBf16(2, l, h)[i] == pattern(2, l, 1, h, i));
+      }
+    }
+  }
+}
+
+#ifndef NDEBUG
+TEST_CASE("BlockPool: the other type's accessors are caller bugs", "[kv_cache]") {
+  KvCacheOptions o = SmallOptions(1);
+  o.type = KvType::kBf16;
+  auto bf16 = MakePool(o);
+  CHECK(AbortsInChild([&] { (void)bf16->Key(0, 0, 0); }));
+  auto f32 = MakePool(SmallOptions(1));
+  CHECK(AbortsInChild([&] { (void)f32->ValueBf16(0, 0, 0); }));
+}
+#endif
+
 // Resident set size of this process in bytes, from /proc/self/statm.
 size_t RssBytes() {
   std::ifstream statm("/proc/self/statm");

@@ -12,7 +12,7 @@ TEST_CASE("KvCacheOptions: sizes of a Llama-7B-like block", "[kv_cache]") {
   KvCacheOptions o{.n_layers = 32, .n_kv_heads = 32, .head_dim = 128, .num_blocks = 4};
   REQUIRE(o.block_size == 16);
   REQUIRE(o.Validate().ok());
-  CHECK(o.FloatsPerBlock() == size_t{32} * 2 * 32 * 16 * 128);
+  CHECK(o.ElementsPerBlock() == size_t{32} * 2 * 32 * 16 * 128);
   CHECK(o.BlockStrideBytes() == size_t{16} << 20);  // 16 MiB, already 64-byte aligned
   absl::StatusOr<int> n = o.NumBlocksForByteBudget(size_t{1} << 30);
   REQUIRE(n.ok());
@@ -24,7 +24,7 @@ TEST_CASE("KvCacheOptions: sizes of a Llama-7B-like block", "[kv_cache]") {
 TEST_CASE("KvCacheOptions: block stride is padded to 64 bytes", "[kv_cache]") {
   // 1 layer x 2 x 1 head x 3 tokens x 1 dim = 6 floats = 24 bytes -> 64.
   KvCacheOptions o{.n_layers = 1, .n_kv_heads = 1, .head_dim = 1, .block_size = 3, .num_blocks = 1};
-  CHECK(o.FloatsPerBlock() == 6);
+  CHECK(o.ElementsPerBlock() == 6);
   CHECK(o.BlockStrideBytes() == 64);
   CHECK(*o.NumBlocksForByteBudget(640) == 10);
   CHECK(*o.NumBlocksForByteBudget(639) == 9);
@@ -72,6 +72,51 @@ TEST_CASE("KvCacheOptions: sizes that overflow size_t are rejected", "[kv_cache]
                       .block_size = 1024,
                       .num_blocks = INT_MAX};
   CHECK(absl::IsInvalidArgument(many.Validate()));
+}
+
+TEST_CASE("KvCacheOptions: a BF16 block costs half, a budget holds twice the blocks",
+          "[kv_cache]") {
+  KvCacheOptions f32{.n_layers = 32, .n_kv_heads = 32, .head_dim = 128, .num_blocks = 4};
+  KvCacheOptions bf16 = f32;
+  bf16.type = KvType::kBf16;
+  REQUIRE(f32.type == KvType::kF32);  // the default
+  REQUIRE(bf16.Validate().ok());
+  CHECK(bf16.ElementsPerBlock() == f32.ElementsPerBlock());
+  CHECK(bf16.BlockStrideBytes() == size_t{8} << 20);
+  CHECK(*bf16.NumBlocksForByteBudget(size_t{1} << 30) == 128);
+  CHECK(*f32.NumBlocksForByteBudget(size_t{1} << 30) == 64);
+  CHECK(KvTypeBytes(KvType::kBf16) == 2);
+  CHECK(KvTypeBytes(KvType::kF32) == 4);
+  CHECK(KvTypeName(KvType::kBf16) == "bf16");
+  CHECK(KvTypeName(KvType::kF32) == "f32");
+}
+
+TEST_CASE("KvCacheOptions: BF16 strides are padded to 64 bytes too", "[kv_cache]") {
+  // 1 x 2 x 1 x 3 x 5 = 30 elements = 60 bytes -> 64; 1 x 2 x 1 x 3 x 11 = 66 -> 132 -> 192.
+  KvCacheOptions o{.n_layers = 1,
+                   .n_kv_heads = 1,
+                   .head_dim = 5,
+                   .block_size = 3,
+                   .num_blocks = 1,
+                   .type = KvType::kBf16};
+  CHECK(o.BlockStrideBytes() == 64);
+  o.head_dim = 11;
+  CHECK(o.BlockStrideBytes() == 192);
+  CHECK(*o.NumBlocksForByteBudget(1919) == 9);
+}
+
+TEST_CASE("KvCacheOptions: the too-small-budget message names the element type", "[kv_cache]") {
+  KvCacheOptions o{.n_layers = 2, .n_kv_heads = 2, .head_dim = 64, .type = KvType::kBf16};
+  absl::StatusOr<int> n = o.NumBlocksForByteBudget(o.BlockStrideBytes() - 1);
+  REQUIRE(absl::IsResourceExhausted(n.status()));
+  CHECK_THAT(std::string(n.status().message()), Catch::Contains("2 bytes (bf16)"));
+}
+
+TEST_CASE("KvCacheOptions: an unknown element type is rejected", "[kv_cache]") {
+  KvCacheOptions o{.n_layers = 1, .n_kv_heads = 1, .head_dim = 8, .num_blocks = 1};
+  o.type = static_cast<KvType>(7);
+  CHECK(absl::IsInvalidArgument(o.Validate()));
+  CHECK(absl::IsInvalidArgument(o.NumBlocksForByteBudget(1 << 20).status()));
 }
 
 }  // namespace

@@ -339,5 +339,75 @@ TEST_CASE("KvCache: DropFront of shared blocks only drops this table's reference
   CHECK(cache->num_free_blocks() == 8);
 }
 
+// A BF16 bit pattern unique to (tag, layer, K/V, head, slot-in-block, dim); never 0.
+uint16_t Bf16Pattern(int tag, int layer, int kv, int head, int i) {
+  return static_cast<uint16_t>(0x3f80 + tag * 97 +
+                               (((layer * 2 + kv) * kHeads + head) * kBs * kDim + i));
+}
+
+void FillBf16Block(BlockPool& pool, int32_t block, int tag) {
+  for (int l = 0; l < kLayers; ++l) {
+    for (int h = 0; h < kHeads; ++h) {
+      for (int i = 0; i < kBs * kDim; ++i) {
+        pool.KeyBf16(block, l, h)[i] = Bf16Pattern(tag, l, 0, h, i);
+        pool.ValueBf16(block, l, h)[i] = Bf16Pattern(tag, l, 1, h, i);
+      }
+    }
+  }
+}
+
+bool Bf16BlockIs(const BlockPool& pool, int32_t block, int tag) {
+  for (int l = 0; l < kLayers; ++l) {
+    for (int h = 0; h < kHeads; ++h) {
+      for (int i = 0; i < kBs * kDim; ++i) {
+        if (pool.KeyBf16(block, l, h)[i] != Bf16Pattern(tag, l, 0, h, i)) return false;
+        if (pool.ValueBf16(block, l, h)[i] != Bf16Pattern(tag, l, 1, h, i)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+TEST_CASE("KvCache: copy-on-write of a BF16 cache copies its 2-byte tiles", "[kv_cache]") {
+  auto cache = KvCache::Create({.n_layers = kLayers,
+                                .n_kv_heads = kHeads,
+                                .head_dim = kDim,
+                                .block_size = kBs,
+                                .num_blocks = 8,
+                                .type = KvType::kBf16});
+  REQUIRE(cache.ok());
+  KvCache& kc = **cache;
+  BlockPool& pool = kc.pool();
+  // 2 x 2 x 2 x 4 x 3 = 96 elements = 192 bytes: adjacent blocks with no padding between
+  // them, so a copy of 4-byte elements would run into the next block.
+  REQUIRE(pool.block_bytes() == 192);
+  // Fill every block first, so an over-long copy is seen in the block after the destination.
+  std::vector<int32_t> all;
+  for (int i = 0; i < 8; ++i) all.push_back(*pool.Allocate());
+  for (int32_t b : all) FillBf16Block(pool, b, 100 + b);
+  for (int32_t b : all) REQUIRE(pool.DecRef(b).ok());
+
+  BlockTable parent;
+  REQUIRE(kc.Append(parent, 6).ok());  // block 0 full, block 1 holds slots 4, 5
+  FillBf16Block(pool, parent.blocks[0], 1);
+  FillBf16Block(pool, parent.blocks[1], 2);
+  BlockTable child = kc.Fork(parent);
+  REQUIRE(kc.Append(child, 1).ok());
+  REQUIRE(child.blocks[1] != parent.blocks[1]);
+  const int32_t copy = child.blocks[1];
+  CHECK(Bf16BlockIs(pool, copy, 2));              // every layer's K and V, whole tiles
+  CHECK(Bf16BlockIs(pool, parent.blocks[1], 2));  // the source is intact
+  CHECK(Bf16BlockIs(pool, parent.blocks[0], 1));
+  // Every block not involved still holds its own pattern (nothing written past the copy).
+  for (int32_t b : all) {
+    if (b != copy && b != parent.blocks[0] && b != parent.blocks[1]) {
+      CHECK(Bf16BlockIs(pool, b, 100 + b));
+    }
+  }
+  kc.Free(parent);
+  kc.Free(child);
+  CHECK(kc.num_free_blocks() == 8);
+}
+
 }  // namespace
 }  // namespace textgen

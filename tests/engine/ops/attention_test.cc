@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/format/dtype.h"
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
@@ -120,6 +121,104 @@ TEST_CASE("PagedAttention matches a naive reference (GQA, several block sizes)")
       for (size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == Approx(ref[i]).margin(2e-5));
     }
   }
+}
+
+// The shapes of the F32 test, fewer lengths: BF16 tiles go through the same kernels.
+struct Bf16Case {
+  AttentionShape shape;
+  int64_t n_ctx;
+};
+const Bf16Case kBf16Cases[] = {
+    {{.n_heads = 8, .n_kv_heads = 4, .head_dim = 8, .block_size = 16}, 100},
+    {{.n_heads = 8, .n_kv_heads = 2, .head_dim = 64, .block_size = 32}, 95},
+    {{.n_heads = 6, .n_kv_heads = 6, .head_dim = 20, .block_size = 1}, 7},
+    {{.n_heads = 4, .n_kv_heads = 1, .head_dim = 128, .block_size = 5}, 61},
+    {{.n_heads = 4, .n_kv_heads = 2, .head_dim = 12, .block_size = 40}, 150},
+    {{.n_heads = 12, .n_kv_heads = 12, .head_dim = 64, .block_size = 16}, 200},
+    {{.n_heads = 32, .n_kv_heads = 4, .head_dim = 64, .block_size = 16}, 77},
+    {{.n_heads = 10, .n_kv_heads = 2, .head_dim = 8, .block_size = 32}, 1},
+};
+
+// One layer's K and V tiles per block, [n_blocks][2][n_kv_heads][tile], in F32 and as BF16
+// bits, with block pointers for both.
+struct Bf16Blocks {
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  std::vector<const float*> k32, v32;
+  std::vector<const uint16_t*> k16, v16;
+
+  Bf16Blocks(const AttentionShape& s, int64_t n_blocks, std::vector<float> values) {
+    f32 = std::move(values);
+    for (float x : f32) bf16.push_back(F32ToBF16(x));
+    const int64_t half = s.n_kv_heads * s.block_size * s.head_dim;
+    // Reversed order: the op must follow the pointers, not assume contiguous blocks.
+    for (int64_t b = n_blocks - 1; b >= 0; --b) {
+      k32.push_back(f32.data() + b * 2 * half);
+      v32.push_back(f32.data() + b * 2 * half + half);
+      k16.push_back(bf16.data() + b * 2 * half);
+      v16.push_back(bf16.data() + b * 2 * half + half);
+    }
+  }
+};
+
+TEST_CASE("PagedAttention over BF16 tiles equals the F32 op on the widened values") {
+  for (const Bf16Case& c : kBf16Cases) {
+    INFO("heads " << c.shape.n_heads << "/" << c.shape.n_kv_heads << " hd " << c.shape.head_dim
+                  << " bs " << c.shape.block_size << " n_ctx " << c.n_ctx);
+    const int64_t n_blocks = (c.n_ctx + c.shape.block_size - 1) / c.shape.block_size;
+    std::vector<float> values =
+        Random(n_blocks * 2 * c.shape.n_kv_heads * c.shape.block_size * c.shape.head_dim, 3, -2, 2);
+    // The F32 side holds exactly the BF16 values.
+    for (float& x : values) x = BF16ToF32(F32ToBF16(x));
+    const Bf16Blocks blocks(c.shape, n_blocks, values);
+    const std::vector<float> q = Random(c.shape.n_heads * c.shape.head_dim, 4);
+    std::vector<float> out32(q.size(), NAN), out16(q.size(), NAN);
+    REQUIRE(PagedAttention(c.shape, q.data(), blocks.k32, blocks.v32, c.n_ctx, out32.data()).ok());
+    REQUIRE(PagedAttention(c.shape, q.data(), blocks.k16, blocks.v16, c.n_ctx, out16.data()).ok());
+    for (size_t i = 0; i < q.size(); ++i) {
+      REQUIRE(out16[i] == Approx(out32[i]).epsilon(1e-6).margin(1e-7));
+    }
+  }
+}
+
+TEST_CASE("PagedAttention over BF16 tiles stays within BF16 rounding of F32 K/V") {
+  // Rounding K and V to BF16 moves each by at most 2^-8 relative: a score by about
+  // 2^-8 * |q| |k| / sqrt(head_dim) and the output by that times the spread of V, plus V's own
+  // rounding. Over these values (|k|, |v| <= 2, |q| <= 1) that stays below ~1e-2; a wrong
+  // tile or a misread element would be off by O(1).
+  double max_diff = 0;
+  for (const Bf16Case& c : kBf16Cases) {
+    INFO("heads " << c.shape.n_heads << "/" << c.shape.n_kv_heads << " hd " << c.shape.head_dim
+                  << " bs " << c.shape.block_size << " n_ctx " << c.n_ctx);
+    const int64_t n_blocks = (c.n_ctx + c.shape.block_size - 1) / c.shape.block_size;
+    const Bf16Blocks blocks(
+        c.shape, n_blocks,
+        Random(n_blocks * 2 * c.shape.n_kv_heads * c.shape.block_size * c.shape.head_dim, 5, -2,
+               2));
+    const std::vector<float> q = Random(c.shape.n_heads * c.shape.head_dim, 6);
+    std::vector<float> out32(q.size(), NAN), out16(q.size(), NAN);
+    REQUIRE(PagedAttention(c.shape, q.data(), blocks.k32, blocks.v32, c.n_ctx, out32.data()).ok());
+    REQUIRE(PagedAttention(c.shape, q.data(), blocks.k16, blocks.v16, c.n_ctx, out16.data()).ok());
+    for (size_t i = 0; i < q.size(); ++i) {
+      REQUIRE(out16[i] == Approx(out32[i]).margin(1e-2));
+      max_diff = std::max(max_diff, static_cast<double>(std::abs(out16[i] - out32[i])));
+    }
+  }
+  // The rounding is really there (the BF16 side did not read the F32 values).
+  CHECK(max_diff > 1e-4);
+}
+
+TEST_CASE("PagedAttention over BF16 tiles rejects bad arguments like the F32 op") {
+  const AttentionShape s{.n_heads = 4, .n_kv_heads = 2, .head_dim = 8, .block_size = 4};
+  std::vector<uint16_t> block(2 * 4 * 8, 0);
+  std::vector<float> q(32), out(32);
+  std::vector<const uint16_t*> one = {block.data()};
+  CHECK(PagedAttention(s, q.data(), one, one, 4, out.data()).ok());
+  CHECK(PagedAttention(s, q.data(), one, one, 5, out.data()).code() ==
+        absl::StatusCode::kInvalidArgument);
+  std::vector<const uint16_t*> null_block = {nullptr};
+  CHECK(PagedAttention(s, q.data(), null_block, one, 1, out.data()).code() ==
+        absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("PagedAttention rejects bad arguments") {

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/format/dtype.h"
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
@@ -117,6 +118,44 @@ TEST_CASE("RopeShiftTransposed equals RopeShift on the transposed keys") {
             }
           }
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("RopeShiftTransposed on BF16 keys rounds the F32 rotation of the widened keys") {
+  const RopeConfig configs[] = {
+      {.n_heads = 2, .head_dim = 64, .rope_dim = 64, .freq_base = 10000.0f},
+      {.n_heads = 3, .head_dim = 12, .rope_dim = 8, .freq_base = 10000.0f},  // partial rope
+  };
+  for (const RopeConfig& c : configs) {
+    for (auto [n_slots, ld] : std::vector<std::pair<int64_t, int64_t>>{{16, 16}, {5, 7}}) {
+      for (int32_t delta : {-16, -4096}) {
+        INFO("hd " << c.head_dim << " slots " << n_slots << "/" << ld << " delta " << delta);
+        std::vector<uint16_t> kt16;
+        for (float x : Random(c.n_heads * c.head_dim * ld, 11 + ld, -3, 3)) {
+          kt16.push_back(F32ToBF16(x));
+        }
+        const std::vector<uint16_t> kt16_0 = kt16;
+        std::vector<float> kt32;
+        for (uint16_t h : kt16) kt32.push_back(BF16ToF32(h));
+        RopeShiftTransposed(c, delta, n_slots, ld, kt32.data());
+        RopeShiftTransposed(c, delta, n_slots, ld, kt16.data());
+        int changed = 0;
+        for (int64_t h = 0; h < c.n_heads; ++h) {
+          for (int64_t d = 0; d < c.head_dim; ++d) {
+            for (int64_t r = 0; r < ld; ++r) {
+              const int64_t i = (h * c.head_dim + d) * ld + r;
+              if (r < n_slots && d < c.rope_dim) {
+                REQUIRE(kt16[i] == F32ToBF16(kt32[i]));
+                changed += kt16[i] != kt16_0[i];
+              } else {
+                REQUIRE(kt16[i] == kt16_0[i]);  // past n_slots or rope_dim: untouched bits
+              }
+            }
+          }
+        }
+        CHECK(changed > 0);
       }
     }
   }

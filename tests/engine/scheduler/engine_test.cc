@@ -3,6 +3,7 @@
 #include "engine/scheduler/engine.h"
 
 #include <catch2/catch.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -319,6 +320,45 @@ TEST_CASE("idle sessions give up their blocks under KV pressure", "[engine][sess
     REQUIRE(engine->Submit(r, sink).ok());
     REQUIRE(sink->Wait().ok());
   }
+}
+
+TEST_CASE("the KV cache type follows the compute mode unless asked", "[engine][kv_type]") {
+  CHECK(AutoKvType(ops::LinearCompute::kBf16) == KvType::kBf16);
+  CHECK(AutoKvType(ops::LinearCompute::kF32) == KvType::kF32);
+  struct Case {
+    ops::LinearCompute compute;
+    std::optional<KvType> asked;
+    KvType want;
+  };
+  const Case cases[] = {
+      {ops::LinearCompute::kF32, std::nullopt, KvType::kF32},
+      {ops::LinearCompute::kBf16, std::nullopt, KvType::kBf16},
+      {ops::LinearCompute::kBf16, KvType::kF32, KvType::kF32},
+      {ops::LinearCompute::kF32, KvType::kBf16, KvType::kBf16},
+  };
+  int f32_blocks = 0, bf16_blocks = 0;
+  for (const Case& c : cases) {
+    EngineOptions o;
+    o.model_path = testing::ModelPath("stories260K.gguf");
+    o.model.llama.linear.compute = c.compute;
+    o.kv_type = c.asked;
+    o.kv_cache_mib = 4;
+    auto e = Engine::Create(o);
+    REQUIRE(e.ok());
+    CHECK((*e)->kv_type() == c.want);
+    (c.want == KvType::kBf16 ? bf16_blocks : f32_blocks) = (*e)->Stats().kv_blocks_total;
+    // Either cache serves a request.
+    auto sink = std::make_shared<CollectingSink>();
+    REQUIRE((*e)->Submit(Request(**e, "Once upon a time", 20), sink).ok());
+    const auto& res = sink->Wait();
+    REQUIRE(res.ok());
+    CHECK(res->hypotheses[0].ids.size() == 20);
+    CHECK_THAT(sink->text(), Catch::StartsWith(", there was a little"));
+  }
+  // The same MiB hold twice the blocks (stories260K: 5 layers x 4 kv heads x 16 x 8 dims).
+  CHECK(f32_blocks == (4 << 20) / (5 * 2 * 4 * 16 * 8 * 4));
+  CHECK(bf16_blocks == (4 << 20) / (5 * 2 * 4 * 16 * 8 * 2));  // 409: twice 204.8, floored
+  CHECK(bf16_blocks >= 2 * f32_blocks);
 }
 
 }  // namespace
