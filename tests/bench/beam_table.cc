@@ -19,7 +19,7 @@ void PrintBeamTable(const BenchOptions& o) {
     std::unique_ptr<Model> model = LoadModel(path, o);
     Model& m = *model;
     const ModelConfig& c = m.config();
-    auto cache = MakeCache(c, o.num_beams + 1);
+    auto cache = MakeCache(c, o.num_beams + 1, o);
     const std::vector<int32_t> prompt = m.tokenizer().Encode("Once upon a time", true);
     DecodingOptions greedy;
     greedy.max_new_tokens =

@@ -22,8 +22,9 @@ std::unique_ptr<Model> LoadModel(const std::string& path, const BenchOptions& o,
   return std::move(model).value();
 }
 
-std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int sequences) {
+std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int sequences, const BenchOptions& b) {
   KvCacheOptions o;
+  o.type = b.compute == ops::LinearCompute::kBf16 ? KvType::kBf16 : KvType::kF32;
   o.n_layers = c.n_layers;
   o.n_kv_heads = c.n_kv_heads;
   o.head_dim = c.head_dim;

@@ -23,7 +23,9 @@ namespace textgen::bench {
 std::unique_ptr<Model> LoadModel(const std::string& path, const BenchOptions& o, int n_ctx = 0);
 
 // A cache holding `sequences` full contexts of `c` (plus slack for copy-on-write).
-std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int sequences);
+// A pool for `sequences` full contexts. Its element type follows the compute type as the
+// server's --kv-type auto does: BF16 K/V with kBf16, F32 with kF32.
+std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int sequences, const BenchOptions& o);
 
 GenerationResult RunGeneration(Model& m, KvCache& cache, const std::vector<int32_t>& prompt,
                                const DecodingOptions& o, StreamSink sink = nullptr);

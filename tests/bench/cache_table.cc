@@ -13,7 +13,7 @@ void PrintCacheTable(const BenchOptions& o) {
   std::unique_ptr<Model> model = LoadModel(o.cache_model, o, o.cache_context);
   Model& m = *model;
   const ModelConfig& c = m.config();
-  auto cache = MakeCache(c, 1);
+  auto cache = MakeCache(c, 1, o);
   const std::vector<int32_t> prompt = m.tokenizer().Encode("Once upon a time", true);
   if (!o.rows_only) {
     absl::PrintF(

@@ -52,7 +52,7 @@ void PrintSpeedTable(const BenchOptions& o, double bandwidth_gbs) {
     std::unique_ptr<Model> model = LoadModel(path, o);
     Model& m = *model;
     const ModelConfig& c = m.config();
-    auto cache = MakeCache(c, 1);
+    auto cache = MakeCache(c, 1, o);
 
     const std::vector<int32_t> prompt =
         RandomPrompt(std::min(o.prompt_tokens, c.n_ctx - 1), c.n_vocab, o.seed);

@@ -190,9 +190,10 @@ int Main(int argc, char** argv) {
     } else if (n_thread_gbs > 0) {
       bandwidth = absl::StrFormat("%.1f GB/s (given)", n_thread_gbs);
     }
-    absl::PrintF("Machine: %s, %d CPUs; read bandwidth %s; compute %s; threads %s.\n\n",
-                 CpuModelName(), cpus, bandwidth, ComputeName(o.compute),
-                 o.threads > 0 ? std::to_string(o.threads) : "auto");
+    absl::PrintF(
+        "Machine: %s, %d CPUs; read bandwidth %s; compute %s (KV cache alike); threads %s.\n\n",
+        CpuModelName(), cpus, bandwidth, ComputeName(o.compute),
+        o.threads > 0 ? std::to_string(o.threads) : "auto");
   }
   if (o.bandwidth) {
     if (!o.rows_only) {
