@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<ops::Linear>> LlamaModel::MakeLinear(const Weight
     return absl::Status(linear.status().code(),
                         absl::StrCat("preparing ", name, ": ", linear.status().message()));
   }
-  weight_bytes_ += (*linear)->weights().bytes();
+  weight_bytes_ += (*linear)->streamed_bytes();
   return std::move(linear).value();
 }
 

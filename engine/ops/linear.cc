@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/ops/amx_matmul.h"
 #include "engine/ops/gemv_matmul.h"
 #include "engine/ops/onednn_matmul.h"
 #include "engine/ops/weight_convert.h"
@@ -49,6 +50,20 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const WeightView& w,
     owned.data = linear->owned_.get();
     linear->w_ = owned;
   }
+  if (options.compute == LinearCompute::kBf16 && linear->w_.type == WeightType::kBf16 &&
+      options.kernel == LinearKernel::kAuto && AmxBf16Matmul::Available()) {
+    // AMX serves every row count from its own packed copy, reading the weights once per call:
+    // decode batches of 1..16 rows cost about one weight stream, and prefill gets tile
+    // throughput (measured: tests/bench/amx_bench.cc). The row-major copy is then dropped.
+    TG_ASSIGN_OR_RETURN(std::unique_ptr<AmxBf16Matmul> amx,
+                        AmxBf16Matmul::Create(linear->w_, options.parallel_min_bytes));
+    linear->streamed_bytes_ = amx->packed_bytes();
+    linear->amx_ = std::move(amx);
+    linear->owned_.reset();
+    linear->w_.data = nullptr;
+    return linear;
+  }
+  linear->streamed_bytes_ = linear->w_.bytes();
   if (options.kernel != LinearKernel::kOneDnn) {
     linear->gemv_ =
         std::make_unique<GemvMatmul>(linear->w_, options.compute, options.parallel_min_bytes);
@@ -60,6 +75,7 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const WeightView& w,
 }
 
 const MatmulKernel& Linear::Pick(int64_t n) const {
+  if (amx_ != nullptr) return *amx_;
   if (gemv_ == nullptr) return *onednn_;
   if (onednn_ == nullptr) return *gemv_;
   return n <= options_.gemv_max_rows ? *gemv_ : *onednn_;

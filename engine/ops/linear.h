@@ -7,6 +7,7 @@
 //   - GemvMatmul for n <= gemv_max_rows (decode: memory-bound, each weight streamed once);
 //   - OneDnnMatmul otherwise (prefill: compute-bound; weights oneDNN cannot read are widened
 //     tile by tile in L2).
+// Exception: with kBf16 on a CPU with AMX, BF16 weights go to AmxBf16Matmul for every n.
 //
 // Thread safety: Forward is const and may be called concurrently from any threads.
 #ifndef TEXTGEN_ENGINE_OPS_LINEAR_H_
@@ -43,8 +44,11 @@ class Linear {
   int64_t out_features() const { return w_.out; }
   int64_t in_features() const { return w_.in; }
   const LinearOptions& options() const { return options_; }
-  // The weights the kernels stream (after any conversion): type and bytes per full pass.
+  // The weights as prepared (after any conversion): type and shape. data is null when the AMX
+  // kernel holds them in its packed layout.
   const WeightView& weights() const { return w_; }
+  // Bytes one call streams: the prepared weights, or their packed copy (with tile padding).
+  size_t streamed_bytes() const { return streamed_bytes_; }
   // Name of the kernel Forward would use for n rows, e.g. "gemv:q8_0:vnni".
   std::string KernelName(int64_t n) const;
 
@@ -59,8 +63,10 @@ class Linear {
   LinearOptions options_;
   WeightView w_;
   std::unique_ptr<uint8_t, FreeDeleter> owned_;  // copied or converted weights, 64-byte aligned
-  std::unique_ptr<MatmulKernel> gemv_;           // null with kernel == kOneDnn
-  std::unique_ptr<MatmulKernel> onednn_;         // null with kernel == kGemv
+  size_t streamed_bytes_ = 0;
+  std::unique_ptr<MatmulKernel> amx_;     // kBf16 on AMX CPUs: serves every n
+  std::unique_ptr<MatmulKernel> gemv_;    // null with kernel == kOneDnn
+  std::unique_ptr<MatmulKernel> onednn_;  // null with kernel == kGemv
 };
 
 }  // namespace textgen::ops

@@ -68,6 +68,10 @@ inline StreamResult RunGenerate(v1::TextGeneration::Stub& stub, const v1::Genera
   if (deadline_ms > 0) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
   }
+  // A fresh channel's first connect can fail transiently when many connect at once (seen:
+  // "failed to connect to all addresses" with 16 new channels under load); wait for the
+  // channel to be ready instead of failing fast, as a real client would.
+  ctx.set_wait_for_ready(true);
   auto reader = stub.Generate(&ctx, req);
   StreamResult r;
   v1::GenerateResponse msg;
