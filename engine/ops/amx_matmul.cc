@@ -1,5 +1,6 @@
 #include "engine/ops/amx_matmul.h"
 
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -278,7 +279,13 @@ absl::StatusOr<std::unique_ptr<AmxBf16Matmul>> AmxBf16Matmul::Create(const Weigh
   m->k_blocks_ = (w.in + kBlockIn - 1) / kBlockIn;
   m->parallel_min_bytes_ = parallel_min_bytes;
   const size_t bytes = m->packed_bytes();  // a multiple of 1 KiB, as aligned_alloc requires
-  m->packed_.reset(static_cast<uint16_t*>(std::aligned_alloc(64, bytes)));
+  // Large buffers 2 MiB-aligned and advised as transparent huge pages: every call streams the
+  // whole buffer, and with 4 KiB pages each 4 KiB of it costs a TLB miss.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t align = bytes >= kHuge ? kHuge : 64;
+  const size_t alloc = (bytes + align - 1) / align * align;
+  m->packed_.reset(static_cast<uint16_t*>(std::aligned_alloc(align, alloc)));
+  if (m->packed_ != nullptr && align == kHuge) madvise(m->packed_.get(), alloc, MADV_HUGEPAGE);
   if (m->packed_ == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("AmxBf16Matmul: cannot allocate ", bytes, " bytes"));

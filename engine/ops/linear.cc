@@ -36,8 +36,16 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const WeightView& w,
   if (to_bf16 || options.copy_weights) {
     WeightView owned = w;
     if (to_bf16) owned.type = WeightType::kBf16;
-    const size_t bytes = (owned.bytes() + 63) / 64 * 64;
-    linear->owned_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+    // Large copies 2 MiB-aligned and advised as transparent huge pages: a decode step streams
+    // the whole buffer, and with 4 KiB pages every 4 KiB costs a TLB miss (measured on the AMX
+    // kernel's packed copy, which does the same: stories110M decode 9.1 -> 7.1 ms per token).
+    constexpr size_t kHuge = size_t{2} << 20;
+    const size_t align = owned.bytes() >= kHuge ? kHuge : 64;
+    const size_t bytes = (owned.bytes() + align - 1) / align * align;
+    linear->owned_.reset(static_cast<uint8_t*>(std::aligned_alloc(align, bytes)));
+    if (linear->owned_ != nullptr && align == kHuge) {
+      madvise(linear->owned_.get(), bytes, MADV_HUGEPAGE);
+    }
     if (linear->owned_ == nullptr) {
       return absl::ResourceExhaustedError(
           absl::StrCat("Linear: cannot allocate ", bytes, " bytes"));
