@@ -98,7 +98,8 @@ else
     fi
     paths+=("$path"); ref_prefill+=("$prefill"); ref_decode+=("$decode")
   done
-  beam_models=("$bench_models/stories15M-f32.gguf" "$bench_models/stories110M-f32.gguf")
+  beam_models=("$bench_models/stories15M-f32.gguf" "$bench_models/stories110M-f32.gguf"
+               "$bench_models/stories110M-q8_0.gguf")
   server_model="$bench_models/stories110M-f32.gguf"
 fi
 cache_model="$shared_models/stories260K.gguf"
@@ -149,9 +150,12 @@ report() {
   echo "From \"Once upon a time\", EOS ignored; time per generated token, prefill included."
   echo
   echo "bench.sh: beam" >&2
-  flags=(--beam --no-machine-line)
-  for m in "${beam_models[@]}"; do flags+=(--model "$m"); done
-  "$bin/textgen-bench" "${flags[@]}" "${bench_flags[@]}"
+  for compute in bf16 f32; do
+    flags=(--beam --no-machine-line --compute "$compute")
+    [ "$compute" = f32 ] && flags+=(--rows-only)
+    for m in "${beam_models[@]}"; do flags+=(--model "$m"); done
+    "$bin/textgen-bench" "${flags[@]}" "${bench_flags[@]}"
+  done
   if [ "$cache_table" = 1 ]; then
     echo
     echo "## KV cache on and off"
