@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/ops/simd.h"
 #include "engine/ops/threading.h"
+#include "engine/ops/weight_convert.h"
 
 #if defined(__AMX_BF16__) && defined(__AMX_TILE__)
 #include <cpuid.h>
@@ -142,7 +143,8 @@ struct RunArgs {
   const uint16_t* xb;  // [groups, k_blocks, m, 32] BF16, zero-padded
   int64_t n;           // valid rows of xb and y
   int64_t out;         // valid columns of y
-  float* y;            // [n, out]
+  float* y;            // [n, ldy]
+  int64_t ldy;         // y's row stride (>= out)
 };
 
 // Output blocks [ob0, ob1) for all rows.
@@ -177,7 +179,7 @@ void RunBlocks(const RunArgs& r, int64_t ob0, int64_t ob1) {
         const int64_t rows = std::min<int64_t>(kTileRows, r.n - row0);
         for (int bi = 0; bi < nb; ++bi) {
           const int64_t c0 = col0 + bi * kBlockOut;
-          FlushC(4 + 2 * gi + bi, m, r.y, r.out, row0, rows, c0,
+          FlushC(4 + 2 * gi + bi, m, r.y, r.ldy, row0, rows, c0,
                  std::min<int64_t>(kBlockOut, r.out - c0), scratch);
         }
       }
@@ -329,10 +331,43 @@ absl::Status AmxBf16Matmul::Run(const float* x, int64_t n, float* y) const {
 
   const bool parallel = static_cast<int64_t>(packed_bytes()) >= parallel_min_bytes_ ||
                         n * out_ * in_ >= kParallelMinMacs;
-  const RunArgs args{packed_.get(), k_blocks_, xb, n, out_, y};
+  const RunArgs args{packed_.get(), k_blocks_, xb, n, out_, y, out_};
   // Ranges start on even blocks: whole pairs for Micro<., 2>.
   ParallelFor(out_blocks_, 2, parallel ? NumThreads() : 1,
               [&](int64_t ob0, int64_t ob1) { RunBlocks(args, ob0, ob1); });
+  return absl::OkStatus();
+#else
+  return absl::InternalError("AmxBf16Matmul: built without AMX");
+#endif
+}
+
+absl::Status AmxBf16Matmul::RunWidened(const WeightView& w, int64_t tile_rows, const float* x,
+                                       int64_t n, float* y) {
+#if defined(TG_AMX)
+  if (!Available()) return absl::FailedPreconditionError("AmxBf16Matmul: no AMX");
+  const int64_t in = w.in, k_blocks = (in + kBlockIn - 1) / kBlockIn;
+  const int64_t m = std::min<int64_t>(n, kTileRows);
+  const int64_t groups = (n + kTileRows - 1) / kTileRows;
+  // Activations packed once for all tiles (as Run does), shared read-only.
+  thread_local std::vector<uint16_t> xb_buffer;
+  xb_buffer.assign(static_cast<size_t>(groups * k_blocks * m * kBlockIn), 0);
+  uint16_t* xb = xb_buffer.data();
+  ParallelFor(n, 1, n * in >= kParallelMinActivations ? NumThreads() : 1,
+              [&](int64_t i0, int64_t i1) { PackActivations(x, in, k_blocks, m, i0, i1, xb); });
+  asm volatile("" ::: "memory");
+  const int64_t tiles = (w.out + tile_rows - 1) / tile_rows;
+  ParallelForEach(tiles, NumThreads(), [&](int64_t t) {
+    const int64_t r0 = t * tile_rows, r1 = std::min(w.out, r0 + tile_rows);
+    const int64_t blocks = (r1 - r0 + kBlockOut - 1) / kBlockOut;
+    // Per thread: rows [r0, r1) widened to BF16, then packed (both stay in L2).
+    thread_local std::vector<uint16_t> widened, packed;
+    widened.resize(static_cast<size_t>((r1 - r0) * in));
+    packed.resize(static_cast<size_t>(blocks * k_blocks * kTileElems));
+    ConvertRowsBf16(w, r0, r1, widened.data());
+    PackBlocks(widened.data(), r1 - r0, in, k_blocks, 0, blocks, packed.data());
+    asm volatile("" ::: "memory");
+    RunBlocks(RunArgs{packed.data(), k_blocks, xb, n, r1 - r0, y + r0, w.out}, 0, blocks);
+  });
   return absl::OkStatus();
 #else
   return absl::InternalError("AmxBf16Matmul: built without AMX");

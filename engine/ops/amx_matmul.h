@@ -60,6 +60,12 @@ class AmxBf16Matmul final : public MatmulKernel {
   absl::Status Run(const float* x, int64_t n, float* y) const override;
   std::string Name() const override { return "amx:bf16"; }
 
+  // y [n, out] = x · Wᵀ for weights AMX cannot read as stored (e.g. Q8_0): x is packed once,
+  // then each thread widens `tile_rows` rows at a time (a multiple of 32) to BF16, packs them
+  // into AMX tiles in L2 and runs them, so the stored weights are read once per call.
+  static absl::Status RunWidened(const WeightView& w, int64_t tile_rows, const float* x, int64_t n,
+                                 float* y);
+
   int64_t out_features() const { return out_; }
   int64_t in_features() const { return in_; }
   // Bytes streamed per call: the packed weights, padding included.

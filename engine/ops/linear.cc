@@ -10,6 +10,7 @@
 #include "engine/ops/gemv_matmul.h"
 #include "engine/ops/onednn_matmul.h"
 #include "engine/ops/weight_convert.h"
+#include "engine/ops/widen_amx_matmul.h"
 #include "engine/util/status_macros.h"
 
 namespace textgen::ops {
@@ -77,7 +78,13 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const WeightView& w,
         std::make_unique<GemvMatmul>(linear->w_, options.compute, options.parallel_min_bytes);
   }
   if (options.kernel != LinearKernel::kGemv) {
-    TG_ASSIGN_OR_RETURN(linear->onednn_, OneDnnMatmul::Create(linear->w_, options.compute));
+    if (options.compute == LinearCompute::kBf16 && options.kernel == LinearKernel::kAuto &&
+        AmxBf16Matmul::Available()) {
+      // Weights AMX cannot stream as stored (Q8_0): widened per L2 tile for many-row calls.
+      TG_ASSIGN_OR_RETURN(linear->onednn_, WidenAmxMatmul::Create(linear->w_));
+    } else {
+      TG_ASSIGN_OR_RETURN(linear->onednn_, OneDnnMatmul::Create(linear->w_, options.compute));
+    }
   }
   return linear;
 }

@@ -66,7 +66,7 @@ class Linear {
   size_t streamed_bytes_ = 0;
   std::unique_ptr<MatmulKernel> amx_;     // kBf16 on AMX CPUs: serves every n
   std::unique_ptr<MatmulKernel> gemv_;    // null with kernel == kOneDnn
-  std::unique_ptr<MatmulKernel> onednn_;  // null with kernel == kGemv
+  std::unique_ptr<MatmulKernel> onednn_;  // many rows: oneDNN or WidenAmxMatmul; null with kGemv
 };
 
 }  // namespace textgen::ops
