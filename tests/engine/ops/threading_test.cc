@@ -10,7 +10,7 @@
 namespace textgen::ops {
 namespace {
 
-TEST_CASE("ParallelFor covers [0, n) once in aligned ranges, one per thread at most") {
+TEST_CASE("ParallelFor covers every index once in aligned ranges, at most one per thread") {
   for (int64_t n : {0, 1, 15, 16, 17, 100, 1000}) {
     for (int64_t align : {1, 16}) {
       for (int threads : {1, 2, 3, 8}) {
