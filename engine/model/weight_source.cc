@@ -28,14 +28,6 @@ class GgufWeightSource : public WeightSource {
 
   bool Has(const std::string& name) const override { return gguf_->FindTensor(name) != nullptr; }
 
-  absl::StatusOr<std::vector<float>> LoadF32(const std::string& name,
-                                             const std::vector<int64_t>& shape) const override {
-    TG_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, shape));
-    std::vector<float> out(static_cast<size_t>(t->num_elements));
-    ToF32(t->type, t->data, out.data(), t->num_elements);
-    return out;
-  }
-
   absl::StatusOr<NativeTensor> LoadNative(const std::string& name,
                                           const std::vector<int64_t>& shape) const override {
     TG_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, shape));
@@ -90,20 +82,6 @@ class HfWeightSource : public WeightSource {
   HfWeightSource(const SafetensorsFile* st, const ModelConfig& config) : st_(st), config_(config) {}
 
   bool Has(const std::string& name) const override { return Find(name) != nullptr; }
-
-  absl::StatusOr<std::vector<float>> LoadF32(const std::string& name,
-                                             const std::vector<int64_t>& shape) const override {
-    const SafetensorsTensor* t = Find(name);
-    if (t == nullptr) {
-      return absl::NotFoundError(absl::StrCat(st_->path(), ": missing tensor ", name, " (",
-                                              HfName(name).value_or("?"), ")"));
-    }
-    TG_RETURN_IF_ERROR(CheckShape(st_->path(), name, t->shape, shape));
-    std::vector<float> out(static_cast<size_t>(t->num_elements));
-    ToF32(t->type, t->data, out.data(), t->num_elements);
-    if (const int heads = RopeHeads(name); heads > 0) return ToInterleaved(out, heads, shape[1]);
-    return out;
-  }
 
   absl::StatusOr<NativeTensor> LoadNative(const std::string& name,
                                           const std::vector<int64_t>& shape) const override {
@@ -170,6 +148,16 @@ class HfWeightSource : public WeightSource {
 };
 
 }  // namespace
+
+absl::StatusOr<std::vector<float>> WeightSource::LoadF32(const std::string& name,
+                                                         const std::vector<int64_t>& shape) const {
+  TG_ASSIGN_OR_RETURN(NativeTensor t, LoadNative(name, shape));
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  std::vector<float> out(static_cast<size_t>(count));
+  ToF32(t.type, t.data, out.data(), count);
+  return out;
+}
 
 std::unique_ptr<WeightSource> MakeGgufWeightSource(const GgufFile* gguf) {
   return std::make_unique<GgufWeightSource>(gguf);

@@ -28,15 +28,15 @@ class WeightSource {
   virtual ~WeightSource() = default;
   // True when the tensor named in GGUF convention (e.g. "blk.0.attn_q.weight") exists.
   virtual bool Has(const std::string& name) const = 0;
-  // The tensor converted to F32, row-major with shape `shape` ([out, in] for matrices, [n] for
-  // vectors). NotFound "missing tensor NAME" when absent; InvalidArgument "shape mismatch"
+  // The tensor at its stored type, row-major with shape `shape` ([out, in] for matrices, [n]
+  // for vectors). NotFound "missing tensor NAME" when absent; InvalidArgument "shape mismatch"
   // naming both shapes when the stored shape differs. Q/K projections come back in GGUF's
   // interleaved RoPE row order whatever the source.
-  virtual absl::StatusOr<std::vector<float>> LoadF32(const std::string& name,
-                                                     const std::vector<int64_t>& shape) const = 0;
-  // The same tensor without conversion (same errors, same row order as LoadF32).
   virtual absl::StatusOr<NativeTensor> LoadNative(const std::string& name,
                                                   const std::vector<int64_t>& shape) const = 0;
+  // The same tensor converted to F32.
+  absl::StatusOr<std::vector<float>> LoadF32(const std::string& name,
+                                             const std::vector<int64_t>& shape) const;
 };
 
 // Borrows `gguf`, which must outlive the source.

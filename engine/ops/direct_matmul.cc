@@ -8,21 +8,6 @@ namespace textgen::ops {
 namespace {
 
 #if defined(__AVX512F__)
-// The lane sums of a[0..3] as one __m128: {sum(a[0]), .., sum(a[3])}. Two in-lane shuffle
-// rounds reduce the four vectors together, then the four 128-bit lanes are added; far fewer
-// instructions than four _mm512_reduce_add_ps, which matters when `in` is only 64.
-inline __m128 Reduce4(const __m512* a) {
-  // Per 128-bit lane: [a0_0+a0_2, a1_0+a1_2, a0_1+a0_3, a1_1+a1_3], same for a2/a3.
-  const __m512 c = _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));
-  const __m512 d = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
-  // Per 128-bit lane: [a0, a1, a2, a3] partial sums of that lane.
-  __m512 e = _mm512_add_ps(_mm512_shuffle_ps(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
-                           _mm512_shuffle_ps(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
-  e = _mm512_add_ps(e, _mm512_shuffle_f32x4(e, e, _MM_SHUFFLE(1, 0, 3, 2)));
-  e = _mm512_add_ps(e, _mm512_shuffle_f32x4(e, e, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm512_castps512_ps128(e);
-}
-
 // y[r, j] for r < MR rows of x and j < NR rows of W: MR*NR zmm accumulators, so each loaded
 // vector of W is reused MR times and each vector of x NR times. NR is 1 or a multiple of 4.
 template <int MR, int NR>
@@ -60,10 +45,10 @@ inline void Tile(const float* x, int64_t ldx, const float* w, int64_t in, float*
   TG_UNROLL
   for (int r = 0; r < MR; ++r) {
     if constexpr (NR == 1) {
-      y[r * ldy] = _mm512_reduce_add_ps(acc[r][0]);
+      y[r * ldy] = simd::Reduce1(acc[r][0]);
     } else {
       TG_UNROLL
-      for (int j = 0; j < NR; j += 4) _mm_storeu_ps(y + r * ldy + j, Reduce4(&acc[r][j]));
+      for (int j = 0; j < NR; j += 4) _mm_storeu_ps(y + r * ldy + j, simd::Reduce4(&acc[r][j]));
     }
   }
 }

@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
-#include "engine/ops/simd.h"
+#include "engine/ops/gemv_bf16_dot.h"
 #include "engine/ops/threading.h"
 #include "engine/ops/weight_convert.h"
 #include "engine/util/status_macros.h"
@@ -26,27 +26,6 @@ const dnnl::engine& CpuEngine() {
 absl::Status FromDnnlError(const dnnl::error& e, const char* what) {
   const std::string msg = absl::StrCat("oneDNN ", what, ": ", e.what());
   return e.status == dnnl_unimplemented ? absl::UnimplementedError(msg) : absl::InternalError(msg);
-}
-
-// Round-to-nearest-even F32 -> BF16, n values.
-void ToBf16(const float* x, int64_t n, uint16_t* out) {
-  int64_t i = 0;
-#if defined(__AVX512BF16__)
-  for (; i + 16 <= n; i += 16) {
-    const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
-    std::memcpy(out + i, &v, sizeof(v));
-  }
-#endif
-  for (; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &x[i], sizeof(bits));
-    if ((bits & 0x7fffffffu) > 0x7f800000u) {
-      out[i] = static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
-      continue;
-    }
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    out[i] = static_cast<uint16_t>(bits >> 16);
-  }
 }
 
 // Per-thread oneDNN scratchpad: grows to the largest request seen on the thread, reused.
@@ -184,7 +163,7 @@ absl::Status OneDnnMatmul::Run(const float* x, int64_t n, float* y) const {
   if (compute_ == LinearCompute::kBf16) {
     thread_local std::vector<uint16_t> x_bf16;  // [n, in], shared read-only by the tiles
     x_bf16.resize(std::max(x_bf16.size(), static_cast<size_t>(n * w_.in)));
-    ToBf16(x, n * w_.in, x_bf16.data());
+    ToBf16Activations(x, n * w_.in, x_bf16.data());
     src = x_bf16.data();
   }
   if (chunked_) return RunChunked(src, n, y);
