@@ -1,5 +1,8 @@
 #include "engine/model/llama_model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -30,6 +33,18 @@ ops::WeightType ToWeightType(DType t) {
   return ops::WeightType::kF32;
 }
 
+// The Linear made its own copy (converted or packed) of weights that lie in the model file's
+// read-only private mapping: drop the process's pages of it, so that the file's pages do not
+// count twice in the resident set (stories110M F32 under bf16 held both the 438 MB of F32 pages
+// and the 219 MB copy). A later read (the tied embedding table) faults them back in from the
+// file, so this is safe whatever else still reads the range. Only whole pages inside the range.
+void ReleaseMappedPages(const void* data, size_t bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ops::Linear>> LlamaModel::MakeLinear(const WeightSource& source,
@@ -46,6 +61,10 @@ absl::StatusOr<std::unique_ptr<ops::Linear>> LlamaModel::MakeLinear(const Weight
                         absl::StrCat("preparing ", name, ": ", linear.status().message()));
   }
   weight_bytes_ += (*linear)->streamed_bytes();
+  const ops::WeightView source_view{ToWeightType(w.type), w.data, out, in};
+  if (w.owned.empty() && (*linear)->weights().data != w.data) {
+    ReleaseMappedPages(w.data, source_view.bytes());
+  }
   return std::move(linear).value();
 }
 
