@@ -116,10 +116,10 @@ TEST_CASE("beam search returns num_return_sequences hypotheses, best first", "[s
   // The same hypotheses as the engine run offline (textgen-run) with the same parameters.
   const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
   REQUIRE(bin_dir != nullptr);
-  CommandResult run = RunCommand(std::string(bin_dir) + "/textgen-run --model " +
-                                 ShellQuote(ModelPath("stories260K.gguf")) +
-                                 " --compute f32 --prompt 'Once upon a time' --beams 4 --num-return 2"
-                                 " --max-new-tokens 24 --json 2>/dev/null");
+  CommandResult run = RunCommand(
+      std::string(bin_dir) + "/textgen-run --model " + ShellQuote(ModelPath("stories260K.gguf")) +
+      " --compute f32 --prompt 'Once upon a time' --beams 4 --num-return 2"
+      " --max-new-tokens 24 --json 2>/dev/null");
   REQUIRE(run.exit_code == 0);
   nlohmann::json offline = nlohmann::json::parse(run.out);
   REQUIRE(offline["hypotheses"].size() == 2);

@@ -9,29 +9,14 @@
 
 #include "engine/decoding/generation.h"
 #include "engine/model/model.h"
+#include "tests/engine/decoding/generation_test_util.h"
 #include "tests/test_util.h"
 
 namespace textgen {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<KvCache> cache;
-
-  explicit Fixture(const std::string& name, int num_blocks = 600) {
-    auto m = Model::Load(testing::ModelPath(name));
-    REQUIRE(m.ok());
-    model = std::move(m).value();
-    const ModelConfig& c = model->config();
-    KvCacheOptions o;
-    o.n_layers = c.n_layers;
-    o.n_kv_heads = c.n_kv_heads;
-    o.head_dim = c.head_dim;
-    o.num_blocks = num_blocks;
-    auto kc = KvCache::Create(o);
-    REQUIRE(kc.ok());
-    cache = std::move(kc).value();
-  }
+struct Fixture : testing::ModelWithCache {
+  using ModelWithCache::ModelWithCache;
   // `n` tokens of story text (BOS first), repeated as needed.
   std::vector<int32_t> LongPrompt(size_t n) const {
     const std::string story =

@@ -7,29 +7,14 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "tests/engine/decoding/generation_test_util.h"
 #include "tests/test_util.h"
 
 namespace textgen {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<KvCache> cache;
-
-  explicit Fixture(const std::string& name, int num_blocks = 600) {
-    auto m = Model::Load(testing::ModelPath(name));
-    REQUIRE(m.ok());
-    model = std::move(m).value();
-    const ModelConfig& c = model->config();
-    KvCacheOptions o;
-    o.n_layers = c.n_layers;
-    o.n_kv_heads = c.n_kv_heads;
-    o.head_dim = c.head_dim;
-    o.num_blocks = num_blocks;
-    auto kc = KvCache::Create(o);
-    REQUIRE(kc.ok());
-    cache = std::move(kc).value();
-  }
+struct Fixture : testing::ModelWithCache {
+  using ModelWithCache::ModelWithCache;
   std::vector<int32_t> Prompt(const std::string& text) const {
     return model->tokenizer().Encode(text, true);
   }
