@@ -5,6 +5,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config ccache git ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev
+  libcpp-httplib-dev  # the server's Prometheus /metrics endpoint (and the tests' scrapes)
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # oneDNN's CMake config wants OpenCL (its GPU runtime)
 )
 missing=()

@@ -28,17 +28,22 @@ class GenerateReactor::Sink final : public GenerationSink {
   std::shared_ptr<GenerateReactor> reactor_;
 };
 
-GenerateReactor::GenerateReactor(Engine* engine, const v1::GenerateRequest& request)
+GenerateReactor::GenerateReactor(Engine* engine, ServerMetrics* metrics,
+                                 grpc::CallbackServerContext* context,
+                                 const v1::GenerateRequest& request)
     : engine_(engine),
+      metrics_(metrics),
       tokenizer_(engine->model().tokenizer()),
       start_(std::chrono::steady_clock::now()),
+      deadline_(context->deadline()),
       session_id_(request.session_id()),
       method_(v1::DecodingMethod_Name(request.method())) {}
 
 GenerateReactor* GenerateReactor::Start(Engine* engine, const RequestLimits& limits,
+                                        ServerMetrics* metrics,
                                         grpc::CallbackServerContext* context,
                                         const v1::GenerateRequest* request) {
-  std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(engine, *request));
+  std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(engine, metrics, context, *request));
   reactor->self_ = reactor;
   absl::StatusOr<EngineRequest> converted = ToEngineRequest(*request, limits);
   absl::StatusOr<uint64_t> id =
@@ -69,6 +74,18 @@ void GenerateReactor::HandleDelta(const StreamDelta& delta) {
   {
     absl::MutexLock lock(&mu_);
     if (client_gone_ || finish_called_) return;
+    if (!delta.tokens.empty()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!last_token_time_.has_value()) {
+        metrics_->ObserveTimeToFirstToken(std::chrono::duration<double>(now - start_).count());
+      } else {
+        // A message of n tokens (held back by a stop string, or merged) spreads its wait.
+        const double gap = std::chrono::duration<double>(now - *last_token_time_).count() /
+                           static_cast<double>(delta.tokens.size());
+        for (size_t i = 0; i < delta.tokens.size(); ++i) metrics_->ObserveInterTokenLatency(gap);
+      }
+      last_token_time_ = now;
+    }
     streamed_tokens_ += delta.tokens.size();
     streamed_text_ += msg.text();
     if (write_in_flight_ && !queue_.empty() && queue_.back().tokens_size() < kMaxMergedTokens) {
@@ -84,6 +101,11 @@ void GenerateReactor::HandleDelta(const StreamDelta& delta) {
 }
 
 void GenerateReactor::HandleResult(absl::StatusOr<GenerationResult> result) {
+  // The engine's work counts whether or not the client stayed to see it.
+  if (result.ok()) {
+    metrics_->CountGeneration(result->stats.prompt_tokens, result->stats.cached_tokens,
+                              result->stats.generated_tokens);
+  }
   {
     absl::MutexLock lock(&mu_);
     engine_done_ = true;
@@ -125,8 +147,17 @@ void GenerateReactor::Pump() {
       action = Action::kWrite;
     } else if (client_gone_ || engine_done_) {
       finish_called_ = true;
-      status = client_gone_ ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client")
-                            : final_status_;
+      if (client_gone_) {
+        // What the client sees: its deadline, or its cancel (or a shutdown's). gRPC's timer and
+        // this clock disagree by a few ms (the deadline travels as a timeout), so a cancel in
+        // the last 100 ms before the deadline counts as the deadline.
+        status = std::chrono::system_clock::now() + std::chrono::milliseconds(100) >= deadline_
+                     ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded")
+                     : grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+      } else {
+        status = final_status_;
+      }
+      metrics_->CountRequest("Generate", GrpcCodeName(status.error_code()));
       if (client_gone_ && finish_reason_ == "none") finish_reason_ = "client_gone";
       LogCompletion(status);
       action = Action::kFinish;

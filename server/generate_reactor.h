@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/scheduler/engine.h"
 #include "server/request_convert.h"
+#include "server/server_metrics.h"
 #include "textgen/v1/textgen.pb.h"
 
 namespace textgen::server {
@@ -33,7 +34,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
  public:
   // Converts and submits the request; on any error the stream finishes with that status.
   // The returned pointer is handed to gRPC, which owns it until OnDone.
-  static GenerateReactor* Start(Engine* engine, const RequestLimits& limits,
+  // `metrics` (borrowed, outlives the stream) gets the stream's final status, its token
+  // counts and latencies.
+  static GenerateReactor* Start(Engine* engine, const RequestLimits& limits, ServerMetrics* metrics,
                                 grpc::CallbackServerContext* context,
                                 const v1::GenerateRequest* request);
 
@@ -44,7 +47,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
  private:
   class Sink;
 
-  GenerateReactor(Engine* engine, const v1::GenerateRequest& request);
+  GenerateReactor(Engine* engine, ServerMetrics* metrics, grpc::CallbackServerContext* context,
+                  const v1::GenerateRequest& request);
 
   // Scheduler thread (through Sink).
   void HandleDelta(const StreamDelta& delta);
@@ -59,8 +63,11 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   void LogCompletion(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Engine* const engine_;
+  ServerMetrics* const metrics_;
   const Tokenizer& tokenizer_;
   const std::chrono::steady_clock::time_point start_;
+  // To tell a deadline from a client's cancel (both reach us as OnCancel).
+  const std::chrono::system_clock::time_point deadline_;
   // For the completion log line.
   const std::string session_id_;
   const std::string method_;
@@ -84,6 +91,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   int generated_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int cached_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::string finish_reason_ ABSL_GUARDED_BY(mu_) = "none";
+  // When the last token was streamed (for the latency histograms).
+  std::optional<std::chrono::steady_clock::time_point> last_token_time_ ABSL_GUARDED_BY(mu_);
   // The message being written; touched only by whoever set write_in_flight_.
   v1::GenerateResponse current_;
 };

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,12 +23,20 @@ namespace {
 constexpr char kUsage[] = R"(Usage: textgen-server [flags]
 
 Serves textgen.v1.TextGeneration over gRPC (plus grpc.health.v1.Health and server reflection).
-Flags take a value as "--flag VALUE" or "--flag=VALUE".
+Flags take a value as "--flag VALUE" or "--flag=VALUE". Every flag can also be set by an
+environment variable: TEXTGEN_ and the flag's name in capitals with '_' for '-' (--model ->
+TEXTGEN_MODEL, --kv-cache-mib -> TEXTGEN_KV_CACHE_MIB, --metrics-listen ->
+TEXTGEN_METRICS_LISTEN); an empty variable counts as unset, a flag on the command line wins.
+
+Health reports NOT_SERVING while the model loads (TextGeneration RPCs are UNAVAILABLE then)
+and while draining after SIGTERM, SERVING in between.
 
   --model PATH                 GGUF file or Hugging Face directory
                                (default $TEXTGEN_MODELS/stories260K.gguf, else
                                models/stories260K.gguf)
   --listen HOST:PORT           address to listen on (default 127.0.0.1:50051; port 0 = any)
+  --metrics-listen HOST:PORT   serve Prometheus metrics at http://HOST:PORT/metrics
+                               (default: off)
   --compute bf16|f32           matmul arithmetic: bf16 (fast, default) or f32 (exact, for
                                parity with other engines)
   --threads N                  compute threads (0 = chosen from the model size; default 0)
@@ -67,6 +76,13 @@ std::string DefaultModelPath() {
   return "models/stories260K.gguf";
 }
 
+// --kv-cache-mib -> TEXTGEN_KV_CACHE_MIB.
+std::string EnvVarName(const std::string& flag) {
+  std::string var = "TEXTGEN_";
+  for (char c : flag.substr(2)) var += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return var;
+}
+
 [[noreturn]] void UsageError(const std::string& message) {
   std::fprintf(stderr, "textgen-server: %s\n(see --help)\n", message.c_str());
   std::exit(2);
@@ -99,6 +115,7 @@ Flags ParseFlags(int argc, char** argv) {
   const std::map<std::string, Setter> setters = {
       {"--model", [&](auto&, auto& v) { o.engine.model_path = v; }},
       {"--listen", [&](auto&, auto& v) { o.listen = v; }},
+      {"--metrics-listen", [&](auto&, auto& v) { o.metrics_listen = v; }},
       {"--compute",
        [&](auto& n, auto& v) {
          if (v != "bf16" && v != "f32") {
@@ -178,6 +195,12 @@ Flags ParseFlags(int argc, char** argv) {
          }
        }},
   };
+  // The environment first, so that the command line overrides it; errors name the variable.
+  for (const auto& [flag, set] : setters) {
+    const std::string var = EnvVarName(flag);
+    const char* value = std::getenv(var.c_str());
+    if (value != nullptr && *value != '\0') set(var, value);
+  }
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -228,6 +251,12 @@ int Main(int argc, char** argv) {
   auto server = TextgenServer::Start(flags.options);
   if (!server.ok()) {
     spdlog::error("cannot start: {}", server.status().ToString());
+    return 1;
+  }
+  // Probes see NOT_SERVING meanwhile. A SIGTERM during the load stays pending and is taken
+  // right after it (loading cannot be interrupted).
+  if (absl::Status loaded = (*server)->Load(); !loaded.ok()) {
+    spdlog::error("cannot load: {}", loaded.ToString());
     return 1;
   }
   int sig = 0;

@@ -1,4 +1,4 @@
-// Everything textgen-server is configured with; main fills it from the command line.
+// Everything textgen-server is configured with; main fills it from flags and the environment.
 #ifndef TEXTGEN_SERVER_SERVER_OPTIONS_H_
 #define TEXTGEN_SERVER_SERVER_OPTIONS_H_
 
@@ -12,6 +12,8 @@ namespace textgen::server {
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";  // HOST:PORT; port 0 picks a free one
+  // HOST:PORT for Prometheus' GET /metrics over HTTP; empty = no metrics endpoint.
+  std::string metrics_listen;
   EngineOptions engine;
   RequestLimits limits;
   // On SIGTERM, in-flight streams get this long to finish before they are cancelled.

@@ -11,42 +11,70 @@
 namespace textgen::server {
 namespace {
 
-grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                      const grpc::Status& status) {
+// A Generate stream that ends at once with a status (no engine to run it).
+class FinishedStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  explicit FinishedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+TextGenerationService::TextGenerationService(RequestLimits limits, int kv_block_size,
+                                             ServerMetrics* metrics)
+    : limits_(limits), kv_block_size_(kv_block_size), metrics_(metrics) {}
+
+grpc::Status TextGenerationService::GetEngine(Engine** engine) const {
+  *engine = engine_.load(std::memory_order_acquire);
+  if (*engine == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* TextGenerationService::FinishUnary(grpc::CallbackServerContext* context,
+                                                             const char* method,
+                                                             const grpc::Status& status) {
+  metrics_->CountRequest(method, GrpcCodeName(status.error_code()));
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(status);
   return reactor;
 }
 
-}  // namespace
-
-TextGenerationService::TextGenerationService(Engine* engine, RequestLimits limits,
-                                             int kv_block_size)
-    : engine_(engine), limits_(limits), kv_block_size_(kv_block_size) {}
-
 grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  return GenerateReactor::Start(engine_, limits_, context, request);
+  Engine* engine = nullptr;
+  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+    metrics_->CountRequest("Generate", GrpcCodeName(st.error_code()));
+    return new FinishedStream(st);
+  }
+  return GenerateReactor::Start(engine, limits_, metrics_, context, request);
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                           const v1::TokenizeRequest* request,
                                                           v1::TokenizeResponse* response) {
-  const Tokenizer& tok = engine_->model().tokenizer();
+  Engine* engine = nullptr;
+  if (grpc::Status st = GetEngine(&engine); !st.ok()) return FinishUnary(context, "Tokenize", st);
+  const Tokenizer& tok = engine->model().tokenizer();
   // Same rule as a Generate prompt: BOS only when the model uses it.
   for (int32_t id : tok.Encode(request->text(), request->add_special() && tok.add_bos())) {
     response->add_ids(id);
     response->add_pieces(ValidUtf8(tok.TokenBytes(id)));
   }
-  return FinishUnary(context, grpc::Status::OK);
+  return FinishUnary(context, "Tokenize", grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(
     grpc::CallbackServerContext* context, const v1::GetModelInfoRequest* request,
     v1::ModelInfo* response) {
-  const Model& model = engine_->model();
+  Engine* engine = nullptr;
+  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+    return FinishUnary(context, "GetModelInfo", st);
+  }
+  const Model& model = engine->model();
   const ModelConfig& c = model.config();
-  const EngineStats stats = engine_->Stats();
+  const EngineStats stats = engine->Stats();
   response->set_name(ValidUtf8(c.name));
   response->set_architecture(ValidUtf8(c.architecture));
   response->set_vocab_size(static_cast<uint32_t>(c.n_vocab));
@@ -62,29 +90,37 @@ grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(
   response->set_head_count(static_cast<uint32_t>(c.n_heads));
   response->set_head_count_kv(static_cast<uint32_t>(c.n_kv_heads));
   response->set_format(model.format());
-  return FinishUnary(context, grpc::Status::OK);
+  return FinishUnary(context, "GetModelInfo", grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::CreateSession(
     grpc::CallbackServerContext* context, const v1::CreateSessionRequest* request,
     v1::Session* response) {
-  absl::StatusOr<std::string> id = engine_->CreateSession(request->session_id());
+  Engine* engine = nullptr;
+  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+    return FinishUnary(context, "CreateSession", st);
+  }
+  absl::StatusOr<std::string> id = engine->CreateSession(request->session_id());
   if (!id.ok()) {
     spdlog::info("create_session requested={} status={}", ValidUtf8(request->session_id()),
                  id.status().ToString());
-    return FinishUnary(context, ToGrpcStatus(id.status()));
+    return FinishUnary(context, "CreateSession", ToGrpcStatus(id.status()));
   }
   response->set_session_id(*id);
   spdlog::info("create_session id={}", *id);
-  return FinishUnary(context, grpc::Status::OK);
+  return FinishUnary(context, "CreateSession", grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::DeleteSession(
     grpc::CallbackServerContext* context, const v1::DeleteSessionRequest* request,
     v1::DeleteSessionResponse* response) {
-  absl::Status st = engine_->DeleteSession(request->session_id());
+  Engine* engine = nullptr;
+  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+    return FinishUnary(context, "DeleteSession", st);
+  }
+  absl::Status st = engine->DeleteSession(request->session_id());
   spdlog::info("delete_session id={} status={}", ValidUtf8(request->session_id()), st.ToString());
-  return FinishUnary(context, ToGrpcStatus(st));
+  return FinishUnary(context, "DeleteSession", ToGrpcStatus(st));
 }
 
 }  // namespace textgen::server

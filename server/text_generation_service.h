@@ -1,21 +1,30 @@
 // textgen.v1.TextGeneration over the engine, on gRPC's callback API: Generate streams through a
 // GenerateReactor; the unary RPCs are quick (no model work) and finish on the gRPC thread.
+// Until SetEngine (while the model loads) every RPC fails with UNAVAILABLE. Every RPC is
+// counted in the metrics with its final status.
 #ifndef TEXTGEN_SERVER_TEXT_GENERATION_SERVICE_H_
 #define TEXTGEN_SERVER_TEXT_GENERATION_SERVICE_H_
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+
 #include "engine/scheduler/engine.h"
 #include "server/request_convert.h"
+#include "server/server_metrics.h"
 #include "textgen/v1/textgen.grpc.pb.h"
 
 namespace textgen::server {
 
 class TextGenerationService final : public v1::TextGeneration::CallbackService {
  public:
-  // Borrows the engine, which must outlive the gRPC server this service is registered with.
-  // `kv_block_size` is reported by GetModelInfo.
-  TextGenerationService(Engine* engine, RequestLimits limits, int kv_block_size);
+  // `kv_block_size` is reported by GetModelInfo. Borrows `metrics`, which must outlive the gRPC
+  // server this service is registered with.
+  TextGenerationService(RequestLimits limits, int kv_block_size, ServerMetrics* metrics);
+
+  // The engine to serve with, once loaded (borrowed: it must outlive the gRPC server). Called
+  // once; RPCs before it are UNAVAILABLE.
+  void SetEngine(Engine* engine) { engine_.store(engine, std::memory_order_release); }
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
@@ -33,9 +42,16 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
                                           v1::DeleteSessionResponse* response) override;
 
  private:
-  Engine* const engine_;
+  // The engine, or UNAVAILABLE (the status) if not loaded yet.
+  grpc::Status GetEngine(Engine** engine) const;
+  // Finishes a unary RPC with `status`, counting it under `method`.
+  grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, const char* method,
+                                        const grpc::Status& status);
+
+  std::atomic<Engine*> engine_{nullptr};
   const RequestLimits limits_;
   const int kv_block_size_;
+  ServerMetrics* const metrics_;
 };
 
 }  // namespace textgen::server

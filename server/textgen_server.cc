@@ -3,6 +3,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "engine/util/status_macros.h"
@@ -13,28 +14,26 @@ namespace {
 
 constexpr char kServiceName[] = "textgen.v1.TextGeneration";
 
-void SetServing(grpc::Server& server, bool serving) {
-  grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
-  if (health == nullptr) return;
-  // "" is the server as a whole (what most probes ask about).
-  health->SetServingStatus("", serving);
-  health->SetServingStatus(kServiceName, serving);
-}
-
 }  // namespace
 
+TextgenServer::TextgenServer(const ServerOptions& options) : options_(options) {}
+
 absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const ServerOptions& options) {
-  auto s = std::unique_ptr<TextgenServer>(new TextgenServer());
-  const auto load_start = std::chrono::steady_clock::now();
-  TG_ASSIGN_OR_RETURN(s->engine_, Engine::Create(options.engine));
-  const ModelConfig& c = s->engine_->model().config();
-  spdlog::info(
-      "loaded {} ({}, {} layers, vocab {}, context {}, {}) in {:.0f} ms", options.engine.model_path,
-      s->engine_->model().format(), c.n_layers, c.n_vocab, c.n_ctx, DTypeName(c.weight_type),
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
-          .count());
-  s->service_ = std::make_unique<TextGenerationService>(s->engine_.get(), options.limits,
-                                                        options.engine.kv_block_size);
+  auto s = std::unique_ptr<TextgenServer>(new TextgenServer(options));
+  s->service_ = std::make_unique<TextGenerationService>(options.limits,
+                                                        options.engine.kv_block_size, &s->metrics_);
+  s->metrics_.SetStatsSource([server = s.get()]() -> std::optional<EngineStats> {
+    absl::MutexLock lock(&server->engine_mu_);
+    if (server->engine_ == nullptr) return std::nullopt;
+    return server->engine_->Stats();
+  });
+  if (!options.metrics_listen.empty()) {
+    TG_ASSIGN_OR_RETURN(s->metrics_http_,
+                        MetricsHttpServer::Start(options.metrics_listen,
+                                                 [m = &s->metrics_] { return m->Render(); }));
+    spdlog::info("metrics on http://{}/metrics (port {})", options.metrics_listen,
+                 s->metrics_http_->port());
+  }
 
   // Process-wide switch; must precede the builder. (Reflection is registered by main: its
   // library carries generated descriptors that must not be linked into every user of this one.)
@@ -49,14 +48,47 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
   if (s->server_ == nullptr || s->port_ == 0) {
     s->shut_down_ = true;
     if (s->server_ != nullptr) s->server_->Shutdown();
+    if (s->metrics_http_ != nullptr) s->metrics_http_->Stop();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
-  SetServing(*s->server_, true);
-  const EngineStats stats = s->engine_->Stats();
-  spdlog::info("serving {} on {} (port {}); KV cache {} blocks of {} tokens ({})", kServiceName,
-               options.listen, s->port_, stats.kv_blocks_total, options.engine.kv_block_size,
-               KvTypeName(s->engine_->kv_type()));
+  s->SetState(State::kLoading);
+  spdlog::info("listening on {} (port {}); loading {}", options.listen, s->port_,
+               options.engine.model_path);
   return s;
+}
+
+absl::Status TextgenServer::Load() {
+  const auto load_start = std::chrono::steady_clock::now();
+  TG_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(options_.engine));
+  const ModelConfig& c = engine->model().config();
+  spdlog::info(
+      "loaded {} ({}, {} layers, vocab {}, context {}, {}) in {:.0f} ms",
+      options_.engine.model_path, engine->model().format(), c.n_layers, c.n_vocab, c.n_ctx,
+      DTypeName(c.weight_type),
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
+          .count());
+  metrics_.SetModel(std::filesystem::path(options_.engine.model_path).filename().string(), c.name);
+  const EngineStats stats = engine->Stats();
+  spdlog::info("serving {} on {} (port {}); KV cache {} blocks of {} tokens ({})", kServiceName,
+               options_.listen, port_, stats.kv_blocks_total, options_.engine.kv_block_size,
+               KvTypeName(engine->kv_type()));
+  service_->SetEngine(engine.get());
+  {
+    absl::MutexLock lock(&engine_mu_);
+    engine_ = std::move(engine);
+  }
+  SetState(State::kServing);
+  return absl::OkStatus();
+}
+
+void TextgenServer::SetState(State state) {
+  const bool serving = state == State::kServing;
+  metrics_.SetServing(serving);
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  // "" is the server as a whole (what most probes ask about).
+  health->SetServingStatus("", serving);
+  health->SetServingStatus(kServiceName, serving);
 }
 
 TextgenServer::~TextgenServer() { Shutdown(absl::ZeroDuration()); }
@@ -65,15 +97,22 @@ void TextgenServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   if (server_ != nullptr) {
-    SetServing(*server_, false);
+    SetState(State::kDraining);
     // Returns once every call has finished: in-flight streams may complete within the grace,
     // after it gRPC cancels them (their reactors cancel the engine requests).
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
     spdlog::debug("gRPC server stopped");
   }
+  // Scrapes answer until here (a drain is worth watching).
+  if (metrics_http_ != nullptr) metrics_http_->Stop();
   // Ends whatever the engine still runs (nothing listens any more).
-  engine_.reset();
+  std::unique_ptr<Engine> engine;
+  {
+    absl::MutexLock lock(&engine_mu_);
+    engine = std::move(engine_);
+  }
+  engine.reset();
   spdlog::debug("engine stopped");
 }
 

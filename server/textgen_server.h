@@ -1,6 +1,8 @@
 // The running server: the engine, the TextGeneration service, the standard health service and
-// reflection on one gRPC server. Shutdown order matters: the gRPC server first (its streams
-// reference the engine), then the engine.
+// reflection on one gRPC server, plus the optional metrics endpoint. It listens before the model
+// is loaded so that probes see it loading (NOT_SERVING) rather than refused connections.
+// Shutdown order matters: the gRPC server first (its streams reference the engine), the metrics
+// endpoint (it reads the engine's stats), then the engine.
 #ifndef TEXTGEN_SERVER_TEXTGEN_SERVER_H_
 #define TEXTGEN_SERVER_TEXTGEN_SERVER_H_
 
@@ -10,8 +12,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/scheduler/engine.h"
+#include "server/metrics_http_server.h"
+#include "server/server_metrics.h"
 #include "server/server_options.h"
 #include "server/text_generation_service.h"
 
@@ -19,28 +24,42 @@ namespace textgen::server {
 
 class TextgenServer {
  public:
-  // Loads the model, starts listening and reports SERVING on the health service.
-  // Unavailable if the address cannot be bound; engine errors as they come.
+  // Starts listening (gRPC, and the metrics endpoint if options.metrics_listen is set) in the
+  // loading state: health NOT_SERVING, TextGeneration RPCs UNAVAILABLE. Unavailable if an
+  // address cannot be bound.
   static absl::StatusOr<std::unique_ptr<TextgenServer>> Start(const ServerOptions& options);
   // Shutdown(zero grace) if not done yet.
   ~TextgenServer();
   TextgenServer(const TextgenServer&) = delete;
   TextgenServer& operator=(const TextgenServer&) = delete;
 
+  // Loads the model and starts the engine (blocking), then serves: health SERVING. Engine errors
+  // as they come (the server stays NOT_SERVING). Call once, from the thread that calls Shutdown.
+  absl::Status Load();
+
   // Health NOT_SERVING (load balancers stop sending), stop accepting calls, let in-flight ones
   // run until `grace` has passed and cancel the rest, then stop the engine.
   void Shutdown(absl::Duration grace);
 
-  // The port actually bound (useful with port 0).
+  // The ports actually bound (useful with port 0); metrics_port() is 0 without the endpoint.
   int port() const { return port_; }
-  Engine& engine() { return *engine_; }
+  int metrics_port() const { return metrics_http_ != nullptr ? metrics_http_->port() : 0; }
 
  private:
-  TextgenServer() = default;
+  enum class State { kLoading, kServing, kDraining };
 
-  std::unique_ptr<Engine> engine_;
+  explicit TextgenServer(const ServerOptions& options);
+  // The one place that decides what the health service and the metrics report.
+  void SetState(State state);
+
+  const ServerOptions options_;
+  ServerMetrics metrics_;
   std::unique_ptr<TextGenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
+  // Read by metrics scrapes on the HTTP threads; set by Load, cleared before it is destroyed.
+  absl::Mutex engine_mu_;
+  std::unique_ptr<Engine> engine_ ABSL_GUARDED_BY(engine_mu_);
   int port_ = 0;
   bool shut_down_ = false;
 };

@@ -128,13 +128,24 @@ bool ServerProcess::TryStart(const ServerProcessOptions& options, std::string* w
   if (::access(bin.c_str(), X_OK) != 0) FAIL("not an executable: " << bin);
   // Exact arithmetic, so that tests can compare with llama.cpp's references and textgen-run
   // (a test's extra_args may say otherwise: the last flag wins).
-  std::vector<std::string> args = {bin,      "--model",   options.model, "--listen",
-                                   address_, "--compute", "f32"};
+  std::vector<std::string> args = {bin};
+  // The test's variables first: getenv takes the first of duplicate names.
+  std::vector<std::string> env = options.env;
+  if (options.flags_in_env) {
+    env.insert(env.end(), {"TEXTGEN_MODEL=" + options.model, "TEXTGEN_LISTEN=" + address_,
+                           "TEXTGEN_COMPUTE=f32"});
+  } else {
+    args.insert(args.end(), {"--model", options.model, "--listen", address_, "--compute", "f32"});
+  }
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
   // Everything the child needs is prepared before fork: after it only async-signal-safe calls.
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   REQUIRE(log_fd >= 0);
   const pid_t parent = ::getpid();
@@ -146,7 +157,7 @@ bool ServerProcess::TryStart(const ServerProcessOptions& options, std::string* w
     if (::getppid() != parent) ::_exit(127);
     ::dup2(log_fd, STDOUT_FILENO);
     ::dup2(log_fd, STDERR_FILENO);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(log_fd);
@@ -162,7 +173,7 @@ bool ServerProcess::TryStart(const ServerProcessOptions& options, std::string* w
       return false;
     }
     HealthReply h = CheckHealth(*channel_, "", milliseconds(500));
-    if (h.ok && h.state == HealthState::kServing) return true;
+    if (h.ok && (h.state == HealthState::kServing || !options.wait_for_serving)) return true;
     *why = h.ok ? "health state " + std::to_string(static_cast<int>(h.state)) : h.error;
     std::this_thread::sleep_for(milliseconds(50));
   }

@@ -21,6 +21,14 @@ struct ServerProcessOptions {
   std::vector<std::string> extra_args;
   // How long to wait for SERVING before failing the test.
   std::chrono::milliseconds startup_timeout{30000};
+  // Added to the server's environment, e.g. {"TEXTGEN_MAX_QUEUED=1"}.
+  std::vector<std::string> env;
+  // Give the model, address and compute as TEXTGEN_MODEL / TEXTGEN_LISTEN / TEXTGEN_COMPUTE
+  // instead of flags (the command line then holds only extra_args).
+  bool flags_in_env = false;
+  // false: return as soon as the health service answers at all (e.g. NOT_SERVING while the
+  // model loads) instead of waiting for SERVING.
+  bool wait_for_serving = true;
 };
 
 // Health states as the standard protocol numbers them (grpc.health.v1).
