@@ -1,4 +1,5 @@
 // The server as a process: health, reflection, model info, and SIGTERM with streams in flight.
+#include <httplib.h>
 #include <signal.h>
 
 #include <catch2/catch.hpp>
@@ -145,6 +146,93 @@ TEST_CASE("textgen-server --kv-type: auto follows --compute, bf16 doubles the bl
   CommandResult help = RunCommand(std::string(bin_dir) + "/textgen-server --help");
   CHECK(help.exit_code == 0);
   CHECK_THAT(help.out, Catch::Contains("--kv-type f32|bf16|auto"));
+}
+
+TEST_CASE("TEXTGEN_ variables configure the server; flags beat them; bad ones exit 2",
+          "[server][lifecycle][env]") {
+  {
+    ServerProcessOptions o;
+    o.flags_in_env = true;  // no flags at all
+    o.env = {"TEXTGEN_KV_BLOCKS=37", "TEXTGEN_LOG_LEVEL=warn"};
+    ServerProcess server(o);
+    auto stub = NewStub(server);
+    CHECK(GetInfo(*stub).kv_blocks_total() == 37);
+    v1::GenerateRequest req;
+    req.set_prompt("Once upon a time");
+    req.set_max_new_tokens(8);
+    StreamResult r = RunGenerate(*stub, req);
+    CHECK(r.status.ok());
+    CHECK(r.ids.size() == 8);
+    CHECK(server.Stop() == 0);
+  }
+  {
+    ServerProcessOptions o;
+    o.flags_in_env = true;
+    o.env = {"TEXTGEN_KV_BLOCKS=37"};
+    o.extra_args = {"--kv-blocks", "41"};
+    ServerProcess server(o);
+    CHECK(GetInfo(*NewStub(server)).kv_blocks_total() == 41);
+  }
+  const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
+  REQUIRE(bin_dir != nullptr);
+  CommandResult bad =
+      RunCommand("TEXTGEN_KV_CACHE_MIB=lots " + std::string(bin_dir) + "/textgen-server 2>&1");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("TEXTGEN_KV_CACHE_MIB must be an integer"));
+  CommandResult help = RunCommand(std::string(bin_dir) + "/textgen-server --help");
+  CHECK_THAT(help.out, Catch::Contains("TEXTGEN_METRICS_LISTEN"));
+}
+
+TEST_CASE("health is NOT_SERVING and RPCs UNAVAILABLE while the model loads",
+          "[server][lifecycle][readiness]") {
+  // A stories110M-shaped model converted to BF16 at load takes most of a second: long enough
+  // to watch.
+  const std::string model = ScratchDir() + "/synth-110m.gguf";
+  const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
+  REQUIRE(bin_dir != nullptr);
+  CommandResult synth =
+      RunCommand(std::string(bin_dir) + "/textgen-synth-model --shape stories110M --type f32 " +
+                 "--out " + model + " 2>&1");
+  INFO(synth.out);
+  REQUIRE(synth.exit_code == 0);
+
+  const int metrics_port = PickFreePort();
+  ServerProcessOptions o;
+  o.model = model;
+  o.wait_for_serving = false;
+  o.extra_args = {"--compute", "bf16", "--metrics-listen",
+                  "127.0.0.1:" + std::to_string(metrics_port)};
+  ServerProcess server(o);
+  HealthReply h = CheckHealth(*server.channel(), "");
+  REQUIRE(h.ok);
+  REQUIRE(h.state == HealthState::kNotServing);
+  auto stub = NewStub(server);
+  {
+    grpc::ClientContext ctx;
+    v1::ModelInfo info;
+    const grpc::Status st = stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
+    CHECK(st.error_code() == grpc::StatusCode::UNAVAILABLE);
+    v1::GenerateRequest req;
+    req.set_prompt("Once");
+    req.set_max_new_tokens(2);
+    CHECK(RunGenerate(*stub, req).status.error_code() == grpc::StatusCode::UNAVAILABLE);
+  }
+  {
+    // The metrics endpoint answers during the load too.
+    httplib::Client client("127.0.0.1", metrics_port);
+    auto res = client.Get("/metrics");
+    REQUIRE(res);
+    CHECK_THAT(res->body, Catch::Contains("textgen_serving 0"));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    h = CheckHealth(*server.channel(), "");
+    if (h.ok && h.state == HealthState::kServing) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(h.state == HealthState::kServing);
+  CHECK(GetInfo(*stub).vocab_size() == 32000);
+  CHECK(server.Stop() == 0);
 }
 
 }  // namespace
