@@ -190,9 +190,9 @@ TEST_CASE("health is NOT_SERVING and RPCs UNAVAILABLE while the model loads",
   const std::string model = ScratchDir() + "/synth-110m.gguf";
   const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
   REQUIRE(bin_dir != nullptr);
-  CommandResult synth =
-      RunCommand(std::string(bin_dir) + "/textgen-synth-model --shape stories110M --type f32 " +
-                 "--out " + model + " 2>&1");
+  CommandResult synth = RunCommand(
+      std::string(bin_dir) + "/textgen-synth-model --shape stories110M --type f32 " + "--vocab " +
+      ModelsDir() + "/vocab/ggml-vocab-llama-spm.gguf --out " + model + " 2>&1");
   INFO(synth.out);
   REQUIRE(synth.exit_code == 0);
 

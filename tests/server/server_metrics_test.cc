@@ -272,7 +272,7 @@ TEST_CASE("/metrics after real traffic counts requests, tokens and latencies",
   CHECK(server.Stop() == 0);
 }
 
-TEST_CASE("--metrics-listen on a taken port fails the start", "[server][metrics]") {
+TEST_CASE("a metrics address already taken fails the start", "[server][metrics]") {
   const int port = PickFreePort();
   httplib::Server blocker;
   blocker.set_socket_options([](socket_t) {});  // no SO_REUSEPORT: the port is really taken
