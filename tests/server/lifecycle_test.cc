@@ -148,7 +148,7 @@ TEST_CASE("textgen-server --kv-type: auto follows --compute, bf16 doubles the bl
   CHECK_THAT(help.out, Catch::Contains("--kv-type f32|bf16|auto"));
 }
 
-TEST_CASE("TEXTGEN_ variables configure the server; flags beat them; bad ones exit 2",
+TEST_CASE("TEXTGEN_ variables configure the server, flags beat them, bad ones exit 2",
           "[server][lifecycle][env]") {
   {
     ServerProcessOptions o;

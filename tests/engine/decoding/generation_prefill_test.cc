@@ -133,7 +133,7 @@ TEST_CASE("a long prompt prefilled in chunks gives the same tokens as in one pas
   }
 }
 
-TEST_CASE("every pass stays within the budget; only a prompt's last chunk has logits",
+TEST_CASE("every pass stays within the budget and only a prompt's last chunk has logits",
           "[generation][prefill]") {
   Fixture f("stories260K.gguf");
   const std::vector<int32_t> prompt = f.LongPrompt(400);

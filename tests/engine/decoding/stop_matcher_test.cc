@@ -134,7 +134,7 @@ TEST_CASE("StopMatcher: multi-byte UTF-8 stops", "[stop_matcher]") {
   CHECK(n.Push("x") == "\xC3\xA9x");
 }
 
-TEST_CASE("StopMatcher: empty stops are ignored; no stops passes text through", "[stop_matcher]") {
+TEST_CASE("StopMatcher: empty stops are ignored, no stops passes text through", "[stop_matcher]") {
   StopMatcher m({"", ""});
   CHECK(m.Push("abc") == "abc");
   CHECK(m.held_back() == 0);

@@ -88,7 +88,7 @@ TEST_CASE("a batched pass equals separate passes", "[model]") {
   CHECK(cache->num_free_blocks() == cache->num_total_blocks());
 }
 
-TEST_CASE("sequences without logits get no row; a prompt run in chunks equals it whole",
+TEST_CASE("sequences without logits get no row, and a prompt run in chunks equals it whole",
           "[model]") {
   auto model = Model::Load(testing::ModelPath("stories260K.gguf"));
   REQUIRE(model.ok());

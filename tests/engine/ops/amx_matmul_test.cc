@@ -82,7 +82,7 @@ TEST_CASE("AmxBf16Matmul equals the exact product of the BF16 values for every s
   SetNumThreads(saved_threads);
 }
 
-TEST_CASE("AmxBf16Matmul writes exactly y [n, out] and nothing around it") {
+TEST_CASE("AmxBf16Matmul writes exactly the n x out outputs and nothing around them") {
   if (SkipWithoutAmx()) return;
   const int64_t out = 17, in = 33, n = 17;
   const std::vector<uint16_t> w = RandomBf16(out, in, 5);
