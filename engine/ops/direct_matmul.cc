@@ -74,23 +74,10 @@ void DirectMatmulF32(const float* w, int64_t out, int64_t in, const float* x, in
 void DirectMatmulF32Strided(const float* w, int64_t out, int64_t in, const float* x, int64_t n,
                             float* y, int64_t ldy) {
 #if defined(__AVX512F__)
-  // Up to 4 rows of x at a time; with fewer rows, more rows of W per tile so a tile still has
-  // enough independent FMA chains (8) to hide the FMA latency.
-  int64_t r = 0;
-  for (; r + 4 <= n; r += 4) Rows<4, 4>(w, out, in, x + r * in, y + r * ldy, ldy);
-  switch (n - r) {
-    case 3:
-      Rows<3, 4>(w, out, in, x + r * in, y + r * ldy, ldy);
-      break;
-    case 2:
-      Rows<2, 8>(w, out, in, x + r * in, y + r * ldy, ldy);
-      break;
-    case 1:
-      Rows<1, 8>(w, out, in, x + r * in, y + r * ldy, ldy);
-      break;
-    default:
-      break;
-  }
+  // Up to 4 rows of x at a time; with fewer, 8 rows of W per tile (8 FMA chains).
+  simd::ForActivationRows<8, 8>(n, [&]<int MR, int NR>(int64_t r) {
+    Rows<MR, NR>(w, out, in, x + r * in, y + r * ldy, ldy);
+  });
 #else
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t j = 0; j < out; ++j) y[r * ldy + j] = simd::Dot(x + r * in, w + j * in, in);

@@ -84,21 +84,9 @@ void ToBf16Activations(const float* x, int64_t count, uint16_t* xb) {
 void GemvBf16Dot(const WeightView& w, const uint16_t* xb, int64_t n, float* y, int64_t ldy,
                  int64_t r0, int64_t r1) {
 #if defined(__AVX512BF16__)
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) Rows<4, 4>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
-  switch (n - i) {
-    case 3:
-      Rows<3, 4>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
-      break;
-    case 2:
-      Rows<2, 8>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
-      break;
-    case 1:
-      Rows<1, 8>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
-      break;
-    default:
-      break;
-  }
+  simd::ForActivationRows<8, 8>(n, [&]<int MR, int NR>(int64_t i) {
+    Rows<MR, NR>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
+  });
 #else
   // Portable: pairs multiplied in F32 (exact for BF16 inputs), F32 sums.
   const auto* base = static_cast<const uint16_t*>(w.data);

@@ -96,23 +96,10 @@ void Rows(const WeightView& w, const float* x, float* y, int64_t ldy, int64_t r0
 template <typename L>
 void Gemv(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy, int64_t r0,
           int64_t r1) {
-  // As DirectMatmulF32: with fewer than 4 rows of x, more weight rows per tile so that a tile
-  // keeps 8 independent FMA chains.
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) Rows<L, 4, 4>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
-  switch (n - i) {
-    case 3:
-      Rows<L, 3, 4>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
-      break;
-    case 2:
-      Rows<L, 2, 8>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
-      break;
-    case 1:
-      Rows<L, 1, 8>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
-      break;
-    default:
-      break;
-  }
+  // As DirectMatmulF32: with fewer than 4 rows of x, 8 weight rows per tile.
+  simd::ForActivationRows<8, 8>(n, [&]<int MR, int NR>(int64_t i) {
+    Rows<L, MR, NR>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
+  });
 }
 #endif  // __AVX512F__
 

@@ -351,23 +351,10 @@ void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y,
 void GemvQ8_0Exact(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy,
                    int64_t r0, int64_t r1) {
 #if defined(__AVX512F__)
-  // Up to 4 rows of x per pass over the weights; with fewer, more weight rows per tile so a
-  // tile still has 8 independent FMA chains.
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) ExactRows<4, 4>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
-  switch (n - i) {
-    case 3:
-      ExactRows<3, 4>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
-      break;
-    case 2:
-      ExactRows<2, 4>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
-      break;
-    case 1:
-      ExactRows<1, 8>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
-      break;
-    default:
-      break;
-  }
+  // Up to 4 rows of x per pass over the weights; a single row takes 8 weight rows per tile.
+  simd::ForActivationRows<4, 8>(n, [&]<int MR, int NR>(int64_t i) {
+    ExactRows<MR, NR>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
+  });
 #else
   portable::GemvQ8_0Exact(w, x, n, y, ldy, r0, r1);
 #endif
@@ -389,21 +376,8 @@ void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y,
 #if defined(TG_Q8_0_VNNI)
   thread_local VnniActivations a;
   PackActivations(xq, n, w.in / kBlock, &a);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) VnniRows<4, 4>(w, a, i, y + i * ldy, ldy, r0, r1);
-  switch (n - i) {
-    case 3:
-      VnniRows<3, 4>(w, a, i, y + i * ldy, ldy, r0, r1);
-      break;
-    case 2:
-      VnniRows<2, 4>(w, a, i, y + i * ldy, ldy, r0, r1);
-      break;
-    case 1:
-      VnniRows<1, 8>(w, a, i, y + i * ldy, ldy, r0, r1);
-      break;
-    default:
-      break;
-  }
+  simd::ForActivationRows<4, 8>(
+      n, [&]<int MR, int NR>(int64_t i) { VnniRows<MR, NR>(w, a, i, y + i * ldy, ldy, r0, r1); });
 #else
   portable::GemvQ8_0Vnni(w, xq, n, y, ldy, r0, r1);
 #endif

@@ -27,6 +27,29 @@
 
 namespace textgen::ops::simd {
 
+// The activation-row dispatch of the few-rows kernels: groups of 4 rows of x, then the 1-3
+// left over, each as rows.template operator()<MR, NR>(i) for rows [i, i + MR) with NR weight
+// rows per register tile. Fewer x rows take wider weight tiles (NR2, NR1) so that a tile still
+// has enough independent accumulator chains to hide the FMA latency.
+template <int NR2, int NR1, typename Rows>
+inline void ForActivationRows(int64_t n, Rows&& rows) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) rows.template operator()<4, 4>(i);
+  switch (n - i) {
+    case 3:
+      rows.template operator()<3, 4>(i);
+      break;
+    case 2:
+      rows.template operator()<2, NR2>(i);
+      break;
+    case 1:
+      rows.template operator()<1, NR1>(i);
+      break;
+    default:
+      break;
+  }
+}
+
 #if defined(__AVX512F__)
 // Lanes [0, n) set, n in [0, 16].
 inline __mmask16 TailMask(int64_t n) {
