@@ -63,6 +63,11 @@ ServerMetrics::ServerMetrics() {
   active_ =
       &Must(r.AddGauge("textgen_active_requests", "Generate requests being decoded (admitted)."))
            ->GaugeAt();
+  active_sequences_ =
+      &Must(r.AddGauge("textgen_active_sequences",
+                       "Sequences the running requests ran in the latest step (each live beam "
+                       "counts; 0 when idle)."))
+           ->GaugeAt();
   sessions_ = &Must(r.AddGauge("textgen_sessions", "Conversations (sessions) kept."))->GaugeAt();
   MetricsRegistry::Family* kv =
       Must(r.AddGauge("textgen_kv_blocks", "KV cache blocks by state.", {"state"}));
@@ -99,6 +104,7 @@ void ServerMetrics::Collect() {
   const EngineStats s = stats.value_or(EngineStats{});
   queue_depth_->Set(s.queued);
   active_->Set(s.active);
+  active_sequences_->Set(s.active_sequences);
   sessions_->Set(s.sessions);
   kv_used_->Set(s.kv_blocks_total - s.kv_blocks_free);
   kv_free_->Set(s.kv_blocks_free);

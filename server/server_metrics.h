@@ -48,6 +48,7 @@ class ServerMetrics {
   Gauge* serving_ = nullptr;
   Gauge* queue_depth_ = nullptr;
   Gauge* active_ = nullptr;
+  Gauge* active_sequences_ = nullptr;
   Gauge* sessions_ = nullptr;
   Gauge* kv_used_ = nullptr;
   Gauge* kv_free_ = nullptr;

@@ -223,6 +223,7 @@ EngineStats Engine::Stats() const {
   s.kv_blocks_free = kv_free_;
   s.queued = static_cast<int>(queue_.size());
   s.active = active_count_;
+  s.active_sequences = active_sequences_;
   s.sessions = static_cast<int>(sessions_.size());
   s.steps = steps_;
   return s;
@@ -518,10 +519,13 @@ void Engine::Step() {
     results.push_back(a.generation->TakeResult());
     ReturnSession(a, results.back());
   }
+  int sequences = 0;
+  for (const Active& a : active_) sequences += a.seqs;
   {
     absl::MutexLock lock(&mu_);
     report.step = ++steps_;
     active_count_ -= static_cast<int>(done.size());
+    active_sequences_ = sequences;
     for (const Active& a : done) cancelled_.erase(a.id);
     kv_free_ = cache_->num_free_blocks();
   }

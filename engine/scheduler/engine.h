@@ -101,6 +101,9 @@ struct EngineStats {
   int kv_blocks_free = 0;
   int queued = 0;
   int active = 0;
+  // Sequences the running requests ran in the latest step: each live beam counts, a request
+  // still waiting for prompt budget does not. 0 when idle.
+  int active_sequences = 0;
   int sessions = 0;
   int64_t steps = 0;
 };
@@ -200,6 +203,7 @@ class Engine {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   int active_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int active_sequences_ ABSL_GUARDED_BY(mu_) = 0;
   int kv_free_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, std::shared_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);

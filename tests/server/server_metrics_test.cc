@@ -246,6 +246,7 @@ TEST_CASE("/metrics after real traffic counts requests, tokens and latencies",
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } while (std::chrono::steady_clock::now() < deadline);
   CHECK(e.Get("textgen_prompt_tokens_total") == 5 * prompt_tokens);
+  CHECK(e.Get("textgen_active_sequences") == 0);
   CHECK(Requests(e, "Generate", "OK") == 3);
   CHECK(Requests(e, "Generate", "CANCELLED") == 1);
   CHECK(Requests(e, "Generate", "DEADLINE_EXCEEDED") == 1);

@@ -3,6 +3,8 @@
 #include "engine/scheduler/engine.h"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +81,37 @@ TEST_CASE("batched requests give the same results as each alone", "[engine]") {
   CHECK(s.kv_blocks_free == s.kv_blocks_total);
   CHECK(s.active == 0);
   CHECK(s.queued == 0);
+}
+
+TEST_CASE("active sequences count every live beam and drop to 0 when idle", "[engine]") {
+  std::atomic<Engine*> engine_ptr{nullptr};
+  std::atomic<int> most{0};
+  EngineOptions o;
+  o.model_path = testing::ModelPath("stories260K.gguf");
+  o.kv_blocks = 512;
+  // Runs on the scheduler thread after each step, so the stats are that step's.
+  o.step_observer = [&](const StepReport&) {
+    if (Engine* e = engine_ptr.load()) most = std::max(most.load(), e->Stats().active_sequences);
+  };
+  auto created = Engine::Create(o);
+  REQUIRE(created.ok());
+  std::unique_ptr<Engine> engine = std::move(created).value();
+  engine_ptr.store(engine.get());
+  CHECK(engine->Stats().active_sequences == 0);
+
+  EngineRequest greedy = Request(*engine, "Once upon a time", 30);
+  EngineRequest beams = Request(*engine, "Lily and Ben went to the park.", 30);
+  beams.decoding.method = DecodingMethod::kBeam;
+  beams.decoding.beam.num_beams = 4;
+  auto greedy_sink = std::make_shared<CollectingSink>();
+  auto beam_sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(beams, beam_sink).ok());
+  REQUIRE(engine->Submit(greedy, greedy_sink).ok());
+  REQUIRE(greedy_sink->Wait().ok());
+  REQUIRE(beam_sink->Wait().ok());
+  CHECK(most.load() == 5);  // 4 beams and the greedy stream decoding in the same steps
+  CHECK(engine->Stats().active_sequences == 0);
+  engine_ptr.store(nullptr);
 }
 
 TEST_CASE("a pool smaller than the load queues requests instead of failing any", "[engine]") {
