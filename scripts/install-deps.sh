@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency from Debian 12 packages. Idempotent.
+# --build-only: only what building needs (the container image's build stage).
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config ccache git ca-certificates
@@ -8,6 +9,13 @@ PKGS=(
   libcpp-httplib-dev  # the server's Prometheus /metrics endpoint (and the tests' scrapes)
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # oneDNN's CMake config wants OpenCL (its GPU runtime)
 )
+if [ "${1:-}" != "--build-only" ]; then
+  PKGS+=(
+    # scripts/test-container.sh: builds and runs the image, then docker/compose.yaml (a
+    # container network with names), and reads the expected text from the reference JSON.
+    podman runc debootstrap netavark aardvark-dns podman-compose jq
+  )
+fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -19,3 +19,6 @@ bash scripts/bench.sh --quick --model "$TEXTGEN_MODELS/stories260K.gguf" \
   --out build/bench-quick.md >/dev/null 2>build/bench-quick.log ||
   { cat build/bench-quick.log >&2; exit 1; }
 echo "bench.sh quick run ok"
+# The container image: built from docker/Dockerfile with podman, run on the demo model, checked
+# (health, streamed text, metrics, SIGTERM). Needs root or sudo.
+bash scripts/test-container.sh

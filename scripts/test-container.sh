@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Builds the image from docker/Dockerfile with podman and exercises it: a container on the
+# shared demo model (mounted read-only) must report SERVING through its HEALTHCHECK, stream the
+# reference text of a greedy generation, serve /metrics, and exit 0 within its grace period on
+# SIGTERM. Prints the image's size and the times. Needs root (podman, debootstrap); CI runs it.
+#
+# No Docker engine or registry is reachable here: the debian:bookworm-slim base image is made
+# with debootstrap and imported once (reused afterwards; --rebuild-base makes it again).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then exec sudo -E bash "$0" "$@"; fi
+
+models="${TEXTGEN_MODELS:-$(cd .. && pwd)/shared/models}"
+[ -f "$models/stories260K.gguf" ] || { echo "test-container.sh: no models in $models" >&2; exit 1; }
+reference="${TEXTGEN_REFERENCE:-$models/../reference}/stories260K.greedy.json"
+[ -f "$reference" ] || { echo "test-container.sh: no $reference" >&2; exit 1; }
+rebuild_base=0
+[ "${1:-}" = "--rebuild-base" ] && rebuild_base=1
+
+export CONTAINERS_CONF="$PWD/docker/podman/containers.conf"
+podman=(podman --runtime runc --cgroup-manager=cgroupfs)
+base=docker.io/library/debian:bookworm-slim
+image=localhost/textgen:test
+container="textgen-test-$$"
+grace=10  # the server's default --shutdown-grace
+log() { echo "test-container.sh: $*"; }
+fail() { echo "test-container.sh: FAIL: $*" >&2; "${podman[@]}" logs "$container" >&2 || true; exit 1; }
+cleanup() { "${podman[@]}" rm -f -t 0 "$container" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+# --- The base image: debootstrap minbase, trimmed as Debian's slim images are. ---
+if [ "$rebuild_base" = 1 ] || ! "${podman[@]}" image exists "$base"; then
+  t0=$SECONDS
+  root=$(mktemp -d /tmp/textgen-rootfs.XXXXXX)
+  debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$root.log" 2>&1 ||
+    { cat "$root.log" >&2; exit 1; }
+  cat >"$root/etc/apt/sources.list" <<'SOURCES'
+deb http://deb.debian.org/debian bookworm main
+deb http://deb.debian.org/debian bookworm-updates main
+deb http://deb.debian.org/debian-security bookworm-security main
+SOURCES
+  # As debian:bookworm-slim: no docs, man pages or locales from later installs, no apt lists.
+  cat >"$root/etc/dpkg/dpkg.cfg.d/slim" <<'SLIM'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+SLIM
+  find "$root/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
+  rm -rf "$root"/usr/share/{man,info}/* "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*
+  find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 -not -name locale.alias \
+    -exec rm -rf {} +
+  tar -C "$root" -c . | "${podman[@]}" import - "$base" >/dev/null
+  rm -rf "$root" "$root.log"
+  log "base image $base made with debootstrap in $((SECONDS - t0)) s"
+fi
+
+# --- Build from the repository's own Dockerfile. ---
+mkdir -p build
+build_log=build/container-build.log
+t0=$SECONDS
+"${podman[@]}" build --isolation=chroot --format docker -f docker/Dockerfile -t "$image" . \
+  >"$build_log" 2>&1 || { tail -n 60 "$build_log" >&2; fail "podman build"; }
+build_s=$((SECONDS - t0))
+size=$("${podman[@]}" image inspect --format '{{.Size}}' "$image")
+log "built $image in ${build_s} s; size $((size / 1000000)) MB (log: $build_log)"
+
+# --- Run it: host network (this sandbox has no container networking), model read-only. ---
+# (podman also logs that it cannot start a systemd timer for the HEALTHCHECK: there is no
+# systemd here, so the check below runs it by hand with `podman healthcheck run`.)
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    (: </dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo "$p"; return; }
+  done
+}
+port=$(free_port)
+mport=$(free_port)
+[ "$port" != "$mport" ] || mport=$((port + 1))
+"${podman[@]}" run -d --name "$container" --network=host \
+  -v "$models:/models:ro" \
+  -e TEXTGEN_LISTEN="127.0.0.1:$port" -e TEXTGEN_METRICS_LISTEN="127.0.0.1:$mport" \
+  -e TEXTGEN_COMPUTE=f32 \
+  "$image" >/dev/null 2>build/container-run.log ||
+  { cat build/container-run.log >&2; fail "podman run"; }
+user=$("${podman[@]}" exec "$container" id -u)
+[ "$user" = 10001 ] || fail "the server runs as uid $user, not the unprivileged 10001"
+
+# The image's own HEALTHCHECK (textgen-client against the gRPC health service).
+healthy=0
+for _ in $(seq 1 120); do
+  if "${podman[@]}" healthcheck run "$container" >/dev/null 2>&1; then healthy=1; break; fi
+  [ "$("${podman[@]}" inspect --format '{{.State.Running}}' "$container")" = true ] ||
+    fail "the container exited before serving"
+  sleep 0.5
+done
+[ "$healthy" = 1 ] || fail "no SERVING from the HEALTHCHECK within 60 s"
+log "healthy (HEALTHCHECK: SERVING), running as uid $user"
+
+# A streamed greedy generation (f32 compute: llama.cpp's arithmetic) must give the reference
+# text; --json shows each streamed message, so more than one proves it streamed.
+case_json=$(jq -c '.cases[] | select(.prompt == "Lily and Ben went to the park.")' "$reference")
+prompt=$(jq -r .prompt <<<"$case_json")
+want=$(jq -r .text <<<"$case_json")
+n=$(jq '.generated_ids | length' <<<"$case_json")
+stream=build/container-stream.jsonl
+"${podman[@]}" exec "$container" textgen-client generate --server "127.0.0.1:$port" \
+  --prompt "$prompt" --max-new-tokens "$n" --json >"$stream" 2>/dev/null ||
+  fail "textgen-client generate"
+messages=$(wc -l <"$stream")
+got=$(jq -j '.text // empty' "$stream")
+[ "$messages" -gt 1 ] || fail "the generation came in $messages message(s), not streamed"
+[ "$got" = "$want" ] || fail "generated text differs from the reference:
+  got:  $got
+  want: $want"
+log "streamed generation matches the reference ($n tokens in $messages messages)"
+
+# Prometheus metrics on the second port (counted the generation above).
+exec 3<>"/dev/tcp/127.0.0.1/$mport"
+printf 'GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
+metrics=$(cat <&3)
+exec 3<&-
+grep -q '^textgen_generated_tokens_total [1-9]' <<<"$metrics" ||
+  fail "/metrics does not count the generated tokens"
+log "/metrics serves the counters"
+
+# SIGTERM: the server drains and exits 0 within the grace period.
+t0=$(date +%s%N)
+"${podman[@]}" kill --signal TERM "$container" >/dev/null
+code=$(timeout $((grace + 5)) "${podman[@]}" wait "$container") ||
+  fail "still running $((grace + 5)) s after SIGTERM"
+stop_ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$code" = 0 ] || fail "exit code $code after SIGTERM"
+"${podman[@]}" logs "$container" 2>&1 | grep -q "draining" || fail "no drain in the log"
+log "SIGTERM: exit 0 after ${stop_ms} ms (grace ${grace} s)"
+# --- docker/compose.yaml with podman-compose: two replicas of this image behind the nginx
+# load balancer, on a container network (netavark, names resolved by aardvark-dns). ---
+project="textgen-test-$$"
+compose=(podman-compose -f docker/compose.yaml -p "$project")
+lb_port=$(free_port)
+export TEXTGEN_IMAGE="$image" TEXTGEN_LB_IMAGE=localhost/textgen-lb:test
+export TEXTGEN_MODELS="$models" TEXTGEN_PORT="$lb_port"
+compose_down() { "${compose[@]}" down -t 0 >/dev/null 2>&1 || true; }
+trap 'cleanup; compose_down' EXIT
+t0=$SECONDS
+"${compose[@]}" build lb >build/compose-build.log 2>&1 ||
+  { tail -n 40 build/compose-build.log >&2; fail "podman-compose build lb"; }
+"${compose[@]}" up -d >build/compose-up.log 2>&1 ||
+  { cat build/compose-up.log >&2; fail "podman-compose up"; }
+# A client container on the host network, through the port compose publishes.
+client() {
+  "${podman[@]}" run --rm --network=host --entrypoint textgen-client "$image" "$@" \
+    --server "127.0.0.1:$lb_port" 2>/dev/null
+}
+for replica in textgen-1 textgen-2; do
+  ok=0
+  for _ in $(seq 1 120); do
+    if "${podman[@]}" healthcheck run "${project}_${replica}_1" >/dev/null 2>&1; then
+      ok=1; break
+    fi
+    sleep 0.5
+  done
+  [ "$ok" = 1 ] || fail "compose: $replica not SERVING within 60 s"
+done
+ok=0
+for _ in $(seq 1 60); do
+  if client health >/dev/null; then ok=1; break; fi
+  sleep 0.5
+done
+[ "$ok" = 1 ] || fail "compose: no SERVING through the load balancer on port $lb_port"
+log "compose up: 2 replicas and nginx healthy in $((SECONDS - t0)) s"
+
+# A session pinned by x-session-id: its second turn reuses the first turn's cache.
+id=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+[ "$(client session --create --id "$id")" = "$id" ] || fail "compose: session --create"
+cached=()
+for turn in 1 2 3; do
+  client generate --session "$id" --prompt " Turn $turn." --max-new-tokens 8 --json \
+    >"$stream" || fail "compose: session turn $turn"
+  cached+=("$(jq -s '[.[] | .usage.cached_tokens // 0] | max' "$stream")")
+done
+[ "${cached[1]}" -gt 0 ] && [ "${cached[2]}" -gt 0 ] ||
+  fail "compose: session turns reused no cache (cached_tokens ${cached[*]})"
+log "compose: a session's turns stay on one replica (cached_tokens ${cached[*]})"
+
+# Calls without a session go round-robin: both replicas serve some.
+for _ in 1 2 3 4 5 6; do
+  client generate --prompt "Once upon a time" --max-new-tokens 4 >/dev/null ||
+    fail "compose: sessionless generate"
+done
+for replica in textgen-1 textgen-2; do
+  "${podman[@]}" logs "${project}_${replica}_1" 2>&1 | grep -q "generate id=.* session=- " ||
+    fail "compose: $replica served none of the sessionless calls"
+done
+# With one replica stopped, new calls without a session are all served by the other.
+"${podman[@]}" stop -t 15 "${project}_textgen-1_1" >/dev/null 2>&1
+for i in 1 2 3 4; do
+  client generate --prompt "Once upon a time" --max-new-tokens 4 >/dev/null ||
+    fail "compose: sessionless generate $i with textgen-1 stopped"
+done
+log "compose: sessionless calls round-robin, and go on with one replica stopped"
+compose_down
+
+# Each build leaves its build stage (~1 GB) as a dangling image; the ccache mount keeps what
+# makes the next build fast.
+"${podman[@]}" image prune -f >/dev/null
+log "ok: image $((size / 1000000)) MB, build ${build_s} s"
