@@ -26,11 +26,12 @@ void RemoveScratch() {
 }
 }  // namespace
 
+std::string SourceDir() { return TEXTGEN_SOURCE_DIR; }
+
 std::string ModelsDir() {
   const char* env = std::getenv("TEXTGEN_MODELS");
-  std::string dir = env != nullptr && *env != '\0'
-                        ? std::string(env)
-                        : std::string(TEXTGEN_SOURCE_DIR) + "/../shared/models";
+  std::string dir =
+      env != nullptr && *env != '\0' ? std::string(env) : SourceDir() + "/../shared/models";
   if (!fs::is_directory(dir)) {
     FAIL("models folder not found: " << dir << " (set TEXTGEN_MODELS)");
   }

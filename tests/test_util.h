@@ -6,6 +6,8 @@
 
 namespace textgen::testing {
 
+// The source tree this test binary was built from (deployment files, docs).
+std::string SourceDir();
 // $TEXTGEN_MODELS, else <source>/../shared/models. Fails the test if the folder is missing.
 std::string ModelsDir();
 // $TEXTGEN_REFERENCE, else <ModelsDir()>/../reference.

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/generate_stream.h"
 #include "tests/support/server_process.h"
 #include "tests/test_util.h"
 #include "textgen/v1/textgen.grpc.pb.h"
@@ -50,39 +51,6 @@ inline ServerProcess& SharedServer() {
 
 inline std::unique_ptr<v1::TextGeneration::Stub> NewStub(const ServerProcess& server) {
   return v1::TextGeneration::NewStub(server.channel());
-}
-
-// Everything one Generate call returned.
-struct StreamResult {
-  grpc::Status status;
-  std::vector<v1::GenerateResponse> messages;
-  std::vector<int32_t> ids;  // every streamed token id, in order
-  std::string text;          // every streamed text delta, concatenated
-  v1::GenerateResponse last;
-};
-
-// Runs Generate to its end. `deadline_ms` > 0 sets a deadline.
-inline StreamResult RunGenerate(v1::TextGeneration::Stub& stub, const v1::GenerateRequest& req,
-                                int deadline_ms = 30000) {
-  grpc::ClientContext ctx;
-  if (deadline_ms > 0) {
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
-  }
-  // A fresh channel's first connect can fail transiently when many connect at once (seen:
-  // "failed to connect to all addresses" with 16 new channels under load); wait for the
-  // channel to be ready instead of failing fast, as a real client would.
-  ctx.set_wait_for_ready(true);
-  auto reader = stub.Generate(&ctx, req);
-  StreamResult r;
-  v1::GenerateResponse msg;
-  while (reader->Read(&msg)) {
-    for (const auto& t : msg.tokens()) r.ids.push_back(t.id());
-    r.text += msg.text();
-    r.messages.push_back(msg);
-  }
-  r.status = reader->Finish();
-  if (!r.messages.empty()) r.last = r.messages.back();
-  return r;
 }
 
 inline v1::ModelInfo GetInfo(v1::TextGeneration::Stub& stub) {

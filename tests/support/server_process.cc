@@ -1,12 +1,9 @@
 #include "tests/support/server_process.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -117,9 +114,7 @@ ServerProcess::ServerProcess(ServerProcessOptions options) {
   FAIL("textgen-server did not start: " << why << "\n--- server log ---\n" << Log());
 }
 
-ServerProcess::~ServerProcess() {
-  if (pid_ > 0 && !exited_) Stop();
-}
+ServerProcess::~ServerProcess() { Stop(); }
 
 bool ServerProcess::TryStart(const ServerProcessOptions& options, std::string* why) {
   const int port = PickFreePort();
@@ -129,7 +124,6 @@ bool ServerProcess::TryStart(const ServerProcessOptions& options, std::string* w
   // Exact arithmetic, so that tests can compare with llama.cpp's references and textgen-run
   // (a test's extra_args may say otherwise: the last flag wins).
   std::vector<std::string> args = {bin};
-  // The test's variables first: getenv takes the first of duplicate names.
   std::vector<std::string> env = options.env;
   if (options.flags_in_env) {
     env.insert(env.end(), {"TEXTGEN_MODEL=" + options.model, "TEXTGEN_LISTEN=" + address_,
@@ -138,38 +132,13 @@ bool ServerProcess::TryStart(const ServerProcessOptions& options, std::string* w
     args.insert(args.end(), {"--model", options.model, "--listen", address_, "--compute", "f32"});
   }
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
-  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
-  // Everything the child needs is prepared before fork: after it only async-signal-safe calls.
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  REQUIRE(log_fd >= 0);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    // A crashed or killed test run must not leave servers behind.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    ::dup2(log_fd, STDOUT_FILENO);
-    ::dup2(log_fd, STDERR_FILENO);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(log_fd);
-  pid_ = pid;
-  exited_ = false;
-  exit_code_ = -1;
+  child_.Start(args, env, log_path_);
   channel_ = NewChannel();
 
   const auto deadline = Clock::now() + options.startup_timeout;
   while (Clock::now() < deadline) {
-    if (!Running()) {
-      *why = "exited with code " + std::to_string(exit_code_) + " before serving";
+    if (!child_.Running()) {
+      *why = "exited with code " + std::to_string(child_.exit_code()) + " before serving";
       return false;
     }
     HealthReply h = CheckHealth(*channel_, "", milliseconds(500));
@@ -179,12 +148,15 @@ bool ServerProcess::TryStart(const ServerProcessOptions& options, std::string* w
   }
   *why = "not SERVING within " + std::to_string(options.startup_timeout.count()) + " ms (" + *why +
          ")";
-  ::kill(pid_, SIGKILL);
-  WaitExit(Clock::now() + milliseconds(5000));
+  child_.Stop(SIGKILL, milliseconds(5000));
   return false;
 }
 
 std::shared_ptr<grpc::Channel> ServerProcess::NewChannel() const {
+  return NewTestChannel(address_);
+}
+
+std::shared_ptr<grpc::Channel> NewTestChannel(const std::string& address) {
   grpc::ChannelArguments args;
   // A distinct argument keeps gRPC from sharing one subchannel among all channels.
   static std::atomic<int> counter{0};
@@ -193,46 +165,21 @@ std::shared_ptr<grpc::Channel> ServerProcess::NewChannel() const {
   // growing) would add seconds to every startup.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
-  return grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
-bool ServerProcess::Running() {
-  if (pid_ <= 0 || exited_) return false;
-  int status = 0;
-  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == 0) return true;
-  exited_ = true;
-  if (r == pid_ && WIFEXITED(status)) {
-    exit_code_ = WEXITSTATUS(status);
-  } else if (r == pid_ && WIFSIGNALED(status)) {
-    exit_code_ = 128 + WTERMSIG(status);
-  }
-  return false;
-}
-
-bool ServerProcess::WaitExit(Clock::time_point deadline) {
-  while (Running()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return true;
-}
+bool ServerProcess::Running() { return child_.Running(); }
 
 int ServerProcess::Stop(milliseconds timeout) {
-  if (pid_ <= 0) return -1;
-  if (exited_ || !Running()) return exit_code_;
-  ::kill(pid_, SIGTERM);
-  if (!WaitExit(Clock::now() + timeout)) {
-    ::kill(pid_, SIGKILL);
-    WaitExit(Clock::now() + milliseconds(5000));
-    exit_code_ = -1;
-  }
+  const bool was_running = child_.Running();
+  const int code = child_.Stop(SIGTERM, timeout);
   // Debugging aid: TEXTGEN_TEST_SERVER_LOG=1 prints what the server logged.
-  if (const char* dump = std::getenv("TEXTGEN_TEST_SERVER_LOG"); dump != nullptr && *dump == '1') {
-    std::fprintf(stderr, "--- textgen-server %s (exit %d) ---\n%s", address_.c_str(), exit_code_,
+  if (const char* dump = std::getenv("TEXTGEN_TEST_SERVER_LOG");
+      was_running && dump != nullptr && *dump == '1') {
+    std::fprintf(stderr, "--- textgen-server %s (exit %d) ---\n%s", address_.c_str(), code,
                  Log().c_str());
   }
-  return exit_code_;
+  return code;
 }
 
 std::string ServerProcess::Log() const { return ReadWholeFile(log_path_); }

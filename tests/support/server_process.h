@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/child_process.h"
+
 namespace textgen::testing {
 
 struct ServerProcessOptions {
@@ -62,7 +64,7 @@ class ServerProcess {
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
   // A fresh channel (its own connection), e.g. to test many connections.
   std::shared_ptr<grpc::Channel> NewChannel() const;
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
 
   // Sends SIGTERM and waits up to `timeout` for the exit. Returns the exit code, 128 + signal
   // if a signal ended it, or -1 if it had to be killed (SIGKILL) after the timeout. A second
@@ -76,19 +78,19 @@ class ServerProcess {
  private:
   // One attempt on one port; false (child reaped) if the server exited or never served.
   bool TryStart(const ServerProcessOptions& options, std::string* why);
-  // Waits for the child (WNOHANG polling until `deadline`); true when it exited.
-  bool WaitExit(std::chrono::steady_clock::time_point deadline);
 
   std::string address_;
   std::string log_path_;
   std::shared_ptr<grpc::Channel> channel_;
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int exit_code_ = -1;
+  ChildProcess child_;
 };
 
 // Picks a loopback port that is free right now (bind to port 0, read it back, close).
 int PickFreePort();
+
+// An insecure channel to `address` ("127.0.0.1:PORT") with its own connection and fast
+// reconnects, for a server (or proxy) that may not listen yet.
+std::shared_ptr<grpc::Channel> NewTestChannel(const std::string& address);
 
 }  // namespace textgen::testing
 
