@@ -328,8 +328,9 @@ constexpr char kSessionUsage[] = R"(textgen-client session: create or delete a s
 Usage: textgen-client session --create [--id ID]
        textgen-client session --delete ID
 
---create prints the new session's id (32 hex characters); --id chooses it (128 random bits, so
-that a load balancer hashing on x-session-id sends every call to the replica that holds it).
+--create prints the new session's id (32 hex characters): 128 random bits the client picks, or
+the --id given, so that a load balancer hashing on x-session-id sends the create and every later
+call to the same replica.
 Use the id with `generate --session ID`.
   --create                create a session
   --id ID                 with --create: the client-chosen id

@@ -71,6 +71,9 @@ grpc::Status StreamGenerate(v1::TextGeneration::Stub& stub, const ConnectionOpti
 
 grpc::Status CreateSession(v1::TextGeneration::Stub& stub, const ConnectionOptions& options,
                            std::string* session_id) {
+  // The client picks the id so that the create, like every later call, carries x-session-id:
+  // a balancer hashing on it then creates the session on the replica that will serve it.
+  if (session_id->empty()) *session_id = NewSessionId();
   grpc::ClientContext context;
   PrepareContext(options, *session_id, &context);
   v1::CreateSessionRequest request;

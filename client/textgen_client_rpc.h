@@ -47,7 +47,8 @@ grpc::Status StreamGenerate(
     const std::function<void(const textgen::v1::GenerateResponse&)>& on_message);
 
 // CreateSession / DeleteSession with the session's metadata attached. CreateSession proposes
-// *session_id and replaces it with the id the server answers (the same one, normally).
+// *session_id (a fresh random 128-bit id when empty, so that the create already carries
+// x-session-id) and replaces it with the id the server answers (the same one, normally).
 grpc::Status CreateSession(textgen::v1::TextGeneration::Stub& stub,
                            const ConnectionOptions& options, std::string* session_id);
 grpc::Status DeleteSession(textgen::v1::TextGeneration::Stub& stub,

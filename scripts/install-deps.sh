@@ -8,11 +8,11 @@ PKGS=(
   libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev
   libcpp-httplib-dev  # the server's Prometheus /metrics endpoint (and the tests' scrapes)
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # oneDNN's CMake config wants OpenCL (its GPU runtime)
-  nginx-light  # the load-balancer test runs docker/nginx/textgen.conf (/usr/sbin/nginx)
-  python3-yaml  # the k8s manifest test parses docker/k8s/*.yaml
 )
 if [ "${1:-}" != "--build-only" ]; then
   PKGS+=(
+    nginx-light   # the load-balancer test runs docker/nginx/textgen.conf (/usr/sbin/nginx)
+    python3-yaml  # the k8s manifest test parses docker/k8s/*.yaml
     # scripts/test-container.sh: builds and runs the image, then docker/compose.yaml (a
     # container network with names), and reads the expected text from the reference JSON.
     podman runc debootstrap netavark aardvark-dns podman-compose jq

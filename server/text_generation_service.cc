@@ -107,7 +107,8 @@ grpc::ServerUnaryReactor* TextGenerationService::CreateSession(
     return FinishUnary(context, "CreateSession", ToGrpcStatus(id.status()));
   }
   response->set_session_id(*id);
-  spdlog::info("create_session id={}", *id);
+  spdlog::info("create_session id={} chosen_by={}", *id,
+               request->session_id().empty() ? "server" : "client");
   return FinishUnary(context, "CreateSession", grpc::Status::OK);
 }
 

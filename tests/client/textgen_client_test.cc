@@ -157,6 +157,8 @@ TEST_CASE("textgen-client session creates and deletes sessions for generate", "[
   REQUIRE(created.exit_code == 0);
   const std::string id = std::string(absl::StripAsciiWhitespace(created.out));
   CHECK(id.size() == 32);
+  // The client picked it, so the create already carried x-session-id (for a balancer).
+  CHECK_THAT(server.Log(), Catch::Contains("create_session id=" + id + " chosen_by=client"));
   const std::string mine = "00112233445566778899aabbccddeeff";
   RunResult chosen = Client("session --create --id " + mine + at);
   REQUIRE(chosen.exit_code == 0);
