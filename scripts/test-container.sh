@@ -144,6 +144,11 @@ lb_port=$(free_port)
 export TEXTGEN_IMAGE="$image" TEXTGEN_LB_IMAGE=localhost/textgen-lb:test
 export TEXTGEN_MODELS="$models" TEXTGEN_PORT="$lb_port"
 compose_down() { "${compose[@]}" down -t 0 >/dev/null 2>&1 || true; }
+compose_fail() {
+  echo "--- nginx (lb) log:" >&2
+  "${podman[@]}" logs "${project}_lb_1" 2>&1 | grep -v 'level=' | tail -n 40 >&2 || true
+  fail "compose: $*"
+}
 trap 'cleanup; compose_down' EXIT
 t0=$SECONDS
 "${compose[@]}" build lb >build/compose-build.log 2>&1 ||
@@ -163,43 +168,43 @@ for replica in textgen-1 textgen-2; do
     fi
     sleep 0.5
   done
-  [ "$ok" = 1 ] || fail "compose: $replica not SERVING within 60 s"
+  [ "$ok" = 1 ] || compose_fail "$replica not SERVING within 60 s"
 done
 ok=0
 for _ in $(seq 1 60); do
   if client health >/dev/null; then ok=1; break; fi
   sleep 0.5
 done
-[ "$ok" = 1 ] || fail "compose: no SERVING through the load balancer on port $lb_port"
+[ "$ok" = 1 ] || compose_fail "no SERVING through the load balancer on port $lb_port"
 log "compose up: 2 replicas and nginx healthy in $((SECONDS - t0)) s"
 
 # A session pinned by x-session-id: its second turn reuses the first turn's cache.
 id=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
-[ "$(client session --create --id "$id")" = "$id" ] || fail "compose: session --create"
+[ "$(client session --create --id "$id")" = "$id" ] || compose_fail "session --create"
 cached=()
 for turn in 1 2 3; do
   client generate --session "$id" --prompt " Turn $turn." --max-new-tokens 8 --json \
-    >"$stream" || fail "compose: session turn $turn"
+    >"$stream" || compose_fail "session turn $turn"
   cached+=("$(jq -s '[.[] | .usage.cached_tokens // 0] | max' "$stream")")
 done
 [ "${cached[1]}" -gt 0 ] && [ "${cached[2]}" -gt 0 ] ||
-  fail "compose: session turns reused no cache (cached_tokens ${cached[*]})"
+  compose_fail "session turns reused no cache (cached_tokens ${cached[*]})"
 log "compose: a session's turns stay on one replica (cached_tokens ${cached[*]})"
 
 # Calls without a session go round-robin: both replicas serve some.
 for _ in 1 2 3 4 5 6; do
   client generate --prompt "Once upon a time" --max-new-tokens 4 >/dev/null ||
-    fail "compose: sessionless generate"
+    compose_fail "sessionless generate"
 done
 for replica in textgen-1 textgen-2; do
   "${podman[@]}" logs "${project}_${replica}_1" 2>&1 | grep -q "generate id=.* session=- " ||
-    fail "compose: $replica served none of the sessionless calls"
+    compose_fail "$replica served none of the sessionless calls"
 done
 # With one replica stopped, new calls without a session are all served by the other.
 "${podman[@]}" stop -t 15 "${project}_textgen-1_1" >/dev/null 2>&1
 for i in 1 2 3 4; do
   client generate --prompt "Once upon a time" --max-new-tokens 4 >/dev/null ||
-    fail "compose: sessionless generate $i with textgen-1 stopped"
+    compose_fail "sessionless generate $i with textgen-1 stopped"
 done
 log "compose: sessionless calls round-robin, and go on with one replica stopped"
 compose_down

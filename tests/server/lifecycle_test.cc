@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/server/server_test_util.h"
@@ -73,6 +74,63 @@ TEST_CASE("SIGTERM with an endless stream in flight: exit 0 once the grace has p
   const grpc::Status st = reader->Finish();
   INFO(st.error_code() << ": " << st.error_message());
   CHECK(!st.ok());  // cut short by the shutdown
+}
+
+TEST_CASE("while draining health is not SERVING and new calls are refused",
+          "[server][lifecycle][readiness]") {
+  const int metrics_port = PickFreePort();
+  ServerProcessOptions o;
+  o.extra_args = {"--shutdown-grace",     "3",
+                  "--max-max-new-tokens", std::to_string(kEndless),
+                  "--metrics-listen",     "127.0.0.1:" + std::to_string(metrics_port),
+                  "--log-level",          "warn"};
+  ServerProcess server(o);
+  auto stub = NewStub(server);
+  const v1::GenerateRequest endless = EndlessRequest();
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, endless);
+  v1::GenerateResponse msg;
+  REQUIRE(reader->Read(&msg));  // in flight: it holds the drain open for the whole grace
+
+  ::kill(server.pid(), SIGTERM);
+  // The state flips at once; the metrics endpoint keeps answering until the drain ends.
+  bool drained_metrics = false;
+  for (int i = 0; i < 100 && !drained_metrics; ++i) {
+    httplib::Client client("127.0.0.1", metrics_port);
+    auto res = client.Get("/metrics");
+    drained_metrics = res && res->body.find("textgen_serving 0") != std::string::npos;
+    if (!drained_metrics) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(drained_metrics);
+  // A probe (on the open connection, or a new one: the listener is closed) never sees
+  // SERVING: NOT_SERVING or an error, so load balancers and kubelets take the replica out.
+  HealthReply h = CheckHealth(*server.channel(), "");
+  INFO(h.error);
+  CHECK((!h.ok || h.state == HealthState::kNotServing));
+  h = CheckHealth(*server.NewChannel(), "");
+  INFO(h.error);
+  CHECK((!h.ok || h.state == HealthState::kNotServing));
+  // New work is refused with UNAVAILABLE (a client or balancer may retry it elsewhere).
+  // Fail-fast (no wait_for_ready) and a deadline inside the grace, so only a refusal passes.
+  {
+    grpc::ClientContext late;
+    late.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::GenerateRequest req;
+    req.set_prompt("Once");
+    req.set_max_new_tokens(2);
+    auto late_reader = stub->Generate(&late, req);
+    v1::GenerateResponse ignored;
+    CHECK_FALSE(late_reader->Read(&ignored));
+    const grpc::Status st = late_reader->Finish();
+    INFO(st.error_code() << ": " << st.error_message());
+    CHECK(st.error_code() == grpc::StatusCode::UNAVAILABLE);
+  }
+  // Meanwhile the stream in flight still gets tokens.
+  CHECK(reader->Read(&msg));
+  CHECK(server.Stop(std::chrono::seconds(10)) == 0);
+  while (reader->Read(&msg)) {
+  }
+  CHECK(!reader->Finish().ok());  // cut at the end of the grace
 }
 
 TEST_CASE("SIGTERM with a short stream in flight lets it complete", "[server][lifecycle]") {
