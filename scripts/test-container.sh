@@ -143,7 +143,11 @@ compose=(podman-compose -f docker/compose.yaml -p "$project")
 lb_port=$(free_port)
 export TEXTGEN_IMAGE="$image" TEXTGEN_LB_IMAGE=localhost/textgen-lb:test
 export TEXTGEN_MODELS="$models" TEXTGEN_PORT="$lb_port"
-compose_down() { "${compose[@]}" down -t 0 >/dev/null 2>&1 || true; }
+# podman-compose 1.0.3's down leaves the project's network behind.
+compose_down() {
+  "${compose[@]}" down -t 0 >/dev/null 2>&1 || true
+  "${podman[@]}" network rm -f "${project}_default" >/dev/null 2>&1 || true
+}
 compose_fail() {
   echo "--- nginx (lb) log:" >&2
   "${podman[@]}" logs "${project}_lb_1" 2>&1 | grep -v 'level=' | tail -n 40 >&2 || true
