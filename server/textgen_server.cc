@@ -6,6 +6,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/ops/cpu_features.h"
 #include "engine/util/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -13,6 +15,25 @@ namespace textgen::server {
 namespace {
 
 constexpr char kServiceName[] = "textgen.v1.TextGeneration";
+
+// The kernels are picked at compile time (TEXTGEN_MARCH): say what this build uses, and warn
+// when the CPU could do much better (a portable image on an AVX-512/AMX server) or worse.
+void LogCpuFeatures() {
+  const ops::CpuFeatures built = ops::CompiledFeatures();
+  const ops::CpuFeatures cpu = ops::DetectCpuFeatures();
+  spdlog::info("kernels built for [{}]; this CPU has [{}]", absl::StrJoin(built.Names(), " "),
+               absl::StrJoin(cpu.Names(), " "));
+  if (std::vector<std::string> unused = ops::UnusedFeatures(built, cpu); !unused.empty()) {
+    spdlog::warn(
+        "this build leaves [{}] unused: rebuild with -DTEXTGEN_MARCH=native (image: "
+        "--build-arg TEXTGEN_MARCH=native) for faster kernels on this CPU",
+        absl::StrJoin(unused, " "));
+  }
+  if (std::vector<std::string> missing = ops::MissingFeatures(built, cpu); !missing.empty()) {
+    spdlog::error("this build needs [{}], which this CPU lacks: expect SIGILL",
+                  absl::StrJoin(missing, " "));
+  }
+}
 
 }  // namespace
 
@@ -58,6 +79,7 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
 }
 
 absl::Status TextgenServer::Load() {
+  LogCpuFeatures();
   const auto load_start = std::chrono::steady_clock::now();
   TG_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(options_.engine));
   const ModelConfig& c = engine->model().config();
