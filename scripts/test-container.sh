@@ -200,10 +200,11 @@ for _ in 1 2 3 4 5 6; do
   client generate --prompt "Once upon a time" --max-new-tokens 4 >/dev/null ||
     compose_fail "sessionless generate"
 done
-for replica in textgen-1 textgen-2; do
-  "${podman[@]}" logs "${project}_${replica}_1" 2>&1 | grep -q "generate id=.* session=- " ||
-    compose_fail "$replica served none of the sessionless calls"
-done
+# nginx's access log names the replica (upstream=ADDRESS) that served each call.
+replicas_used=$("${podman[@]}" logs "${project}_lb_1" 2>/dev/null |
+  grep 'TextGeneration/Generate .* session="-"' | grep -o 'upstream=[^ ]*' | sort -u | wc -l)
+[ "$replicas_used" = 2 ] ||
+  compose_fail "sessionless calls reached $replicas_used replica(s), not both"
 # With one replica stopped, new calls without a session are all served by the other.
 "${podman[@]}" stop -t 15 "${project}_textgen-1_1" >/dev/null 2>&1
 for i in 1 2 3 4; do
