@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -253,13 +255,30 @@ int Main(int argc, char** argv) {
     spdlog::error("cannot start: {}", server.status().ToString());
     return 1;
   }
-  // Probes see NOT_SERVING meanwhile. A SIGTERM during the load stays pending and is taken
-  // right after it (loading cannot be interrupted).
-  if (absl::Status loaded = (*server)->Load(); !loaded.ok()) {
+  // The model loads on its own thread while this one keeps taking signals: probes see
+  // NOT_SERVING meanwhile, and a SIGTERM (e.g. a rollout during a long load) ends the process
+  // at once: nothing is in flight, and loading cannot be interrupted.
+  std::atomic<bool> load_done{false};
+  absl::Status loaded;
+  std::thread loader([&] {
+    loaded = (*server)->Load();
+    load_done.store(true);
+  });
+  int sig = 0;
+  const timespec poll = {0, 50 * 1000 * 1000};  // how soon the end of the load is noticed
+  while (!load_done.load()) {
+    sig = sigtimedwait(&signals, nullptr, &poll);
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("{} received while loading: exiting without serving", strsignal(sig));
+      spdlog::shutdown();  // flushes the log
+      std::_Exit(0);       // the loader thread cannot be stopped or joined early
+    }
+  }
+  loader.join();
+  if (!loaded.ok()) {
     spdlog::error("cannot load: {}", loaded.ToString());
     return 1;
   }
-  int sig = 0;
   while (sigwait(&signals, &sig) != 0) {
   }
   spdlog::info("{} received: draining (grace {})", strsignal(sig),

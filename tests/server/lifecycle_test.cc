@@ -241,10 +241,9 @@ TEST_CASE("TEXTGEN_ variables configure the server, flags beat them, bad ones ex
   CHECK_THAT(help.out, Catch::Contains("TEXTGEN_METRICS_LISTEN"));
 }
 
-TEST_CASE("health is NOT_SERVING and RPCs UNAVAILABLE while the model loads",
-          "[server][lifecycle][readiness]") {
-  // A stories110M-shaped model converted to BF16 at load takes most of a second: long enough
-  // to watch.
+// A stories110M-shaped model: converted to BF16 at load it takes most of a second, long
+// enough to watch the server while it loads.
+std::string SlowLoadingModel() {
   const std::string model = ScratchDir() + "/synth-110m.gguf";
   const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
   REQUIRE(bin_dir != nullptr);
@@ -253,6 +252,33 @@ TEST_CASE("health is NOT_SERVING and RPCs UNAVAILABLE while the model loads",
       ModelsDir() + "/vocab/ggml-vocab-llama-spm.gguf --out " + model + " 2>&1");
   INFO(synth.out);
   REQUIRE(synth.exit_code == 0);
+  return model;
+}
+
+TEST_CASE("SIGTERM while the model loads exits at once without serving",
+          "[server][lifecycle][readiness]") {
+  ServerProcessOptions o;
+  o.model = SlowLoadingModel();
+  o.wait_for_serving = false;
+  o.extra_args = {"--compute", "bf16"};
+  ServerProcess server(o);
+  HealthReply h = CheckHealth(*server.channel(), "");
+  REQUIRE(h.ok);
+  REQUIRE(h.state == HealthState::kNotServing);  // still loading
+  const auto start = std::chrono::steady_clock::now();
+  const int code = server.Stop(std::chrono::seconds(10));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(server.Log());
+  CHECK(code == 0);
+  CHECK_THAT(server.Log(), Catch::Contains("received while loading: exiting without serving"));
+  CHECK_THAT(server.Log(), !Catch::Contains("] loaded "));  // it did not wait for the load
+  CHECK(seconds < 0.5);
+}
+
+TEST_CASE("health is NOT_SERVING and RPCs UNAVAILABLE while the model loads",
+          "[server][lifecycle][readiness]") {
+  const std::string model = SlowLoadingModel();
 
   const int metrics_port = PickFreePort();
   ServerProcessOptions o;
