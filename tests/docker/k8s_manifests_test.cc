@@ -17,11 +17,11 @@ using nlohmann::json;
 
 std::string K8sDir() { return SourceDir() + "/docker/k8s"; }
 
-// Every document of a YAML file, as JSON (through Python's yaml module: no C++ YAML parser is
-// a project dependency).
+// Every document of a YAML file, as JSON, through Debian's python3-yaml (no C++ YAML parser is a
+// project dependency): /usr/bin/python3, not whatever python3 comes first on PATH.
 std::vector<json> LoadYaml(const std::string& path) {
   const CommandResult r = RunCommand(
-      "python3 -c 'import json, sys, yaml; "
+      "/usr/bin/python3 -c 'import json, sys, yaml; "
       "json.dump([d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None], "
       "sys.stdout)' " +
       ShellQuote(path) + " 2>&1");
