@@ -1,7 +1,9 @@
 #include "engine/ops/gemv_bf16_dot.h"
 
 #include <cstring>
+#include <vector>
 
+#include "engine/ops/gemv_float.h"
 #include "engine/ops/half.h"
 #include "engine/ops/simd.h"
 
@@ -68,6 +70,24 @@ void ToBf16Activations(const float* x, int64_t count, uint16_t* xb) {
     const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
     std::memcpy(xb + i, &v, sizeof(v));
   }
+#elif defined(TG_SIMD_AVX2)
+  // The scalar loop's rounding below, 8 at a time.
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i half_ulp = _mm256_set1_epi32(0x7fff);
+  for (; i + 8 <= count; i += 8) {
+    const __m256i bits = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(half_ulp, lsb)), 16);
+    const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                              _mm256_set1_epi32(0x7f800000));
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+    const __m256i h = _mm256_blendv_epi8(rounded, quiet, is_nan);  // [0, 65535] per lane
+    // packus works per 128-bit lane: [h0-3 h0-3 | h4-7 h4-7]; gather the low halves.
+    const __m256i packed =
+        _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), _MM_SHUFFLE(3, 1, 2, 0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(xb + i), _mm256_castsi256_si128(packed));
+  }
 #endif
   for (; i < count; ++i) {
     uint32_t bits;
@@ -87,6 +107,16 @@ void GemvBf16Dot(const WeightView& w, const uint16_t* xb, int64_t n, float* y, i
   simd::ForActivationRows<8, 8>(n, [&]<int MR, int NR>(int64_t i) {
     Rows<MR, NR>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
   });
+#elif defined(TG_SIMD_AVX2)
+  // No BF16 dot-product instruction: the activations are widened back to F32 (exact) once per
+  // call, xf [n, in], and GemvBf16's AVX2 kernel widens the weights in registers. A BF16 x
+  // BF16 product is exact in F32, so this is VDPBF16PS's arithmetic up to summation order.
+  thread_local std::vector<float> xf;
+  xf.resize(static_cast<size_t>(n * w.in));
+  int64_t k = 0;
+  for (; k + 8 <= n * w.in; k += 8) _mm256_storeu_ps(xf.data() + k, simd::LoadBf16(xb + k));
+  for (; k < n * w.in; ++k) xf[k] = half::Bf16ToF32(xb[k]);
+  GemvBf16(w, xf.data(), n, y, ldy, r0, r1);
 #else
   // Portable: pairs multiplied in F32 (exact for BF16 inputs), F32 sums.
   const auto* base = static_cast<const uint16_t*>(w.data);
