@@ -71,22 +71,8 @@ void ToBf16Activations(const float* x, int64_t count, uint16_t* xb) {
     std::memcpy(xb + i, &v, sizeof(v));
   }
 #elif defined(TG_SIMD_AVX2)
-  // The scalar loop's rounding below, 8 at a time.
-  const __m256i one = _mm256_set1_epi32(1);
-  const __m256i half_ulp = _mm256_set1_epi32(0x7fff);
   for (; i + 8 <= count; i += 8) {
-    const __m256i bits = _mm256_castps_si256(_mm256_loadu_ps(x + i));
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
-    const __m256i rounded =
-        _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(half_ulp, lsb)), 16);
-    const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
-                                              _mm256_set1_epi32(0x7f800000));
-    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
-    const __m256i h = _mm256_blendv_epi8(rounded, quiet, is_nan);  // [0, 65535] per lane
-    // packus works per 128-bit lane: [h0-3 h0-3 | h4-7 h4-7]; gather the low halves.
-    const __m256i packed =
-        _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), _MM_SHUFFLE(3, 1, 2, 0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(xb + i), _mm256_castsi256_si128(packed));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(xb + i), simd::RoundToBf16(_mm256_loadu_ps(x + i)));
   }
 #endif
   for (; i < count; ++i) {

@@ -140,6 +140,22 @@ inline __m128i LoadU16Tail(const uint16_t* p, int64_t n) {
   return _mm_load_si128(reinterpret_cast<const __m128i*>(buf));
 }
 
+// 8 F32 -> BF16 bits as half::F32ToBf16: round to nearest even (add 0x7fff plus the kept LSB,
+// keep the upper half); NaNs keep their upper half with the quiet bit set.
+inline __m128i RoundToBf16(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i hi = _mm256_srli_epi32(bits, 16);
+  const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+  const __m256i quiet = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+  const __m256i h =
+      _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  // Lanes hold [0, 65535]; packus works per 128-bit lane, [h0-3 h0-3 | h4-7 h4-7].
+  return _mm256_castsi256_si128(
+      _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
 // The lane sums of a[0..3] as one __m128, in the same order as Reduce1 adds each vector's
 // lanes: ((x0 + x2) + (x1 + x3)) + ((x4 + x6) + (x5 + x7)). As with the AVX-512 pair, a dot
 // product then comes out bit for bit the same from a 1-wide or a 4-wide tile.
