@@ -93,14 +93,17 @@ void GemvBf16Dot(const WeightView& w, const uint16_t* xb, int64_t n, float* y, i
   simd::ForActivationRows<8, 8>(n, [&]<int MR, int NR>(int64_t i) {
     Rows<MR, NR>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
   });
-#elif defined(TG_SIMD_AVX2)
-  // No BF16 dot-product instruction: the activations are widened back to F32 (exact) once per
-  // call, xf [n, in], and GemvBf16's AVX2 kernel widens the weights in registers. A BF16 x
-  // BF16 product is exact in F32, so this is VDPBF16PS's arithmetic up to summation order.
+#elif defined(__AVX512F__) || defined(TG_SIMD_AVX2)
+  // No BF16 dot-product instruction (x86-64-v3, or AVX-512 CPUs before Cooper Lake): the
+  // activations are widened back to F32 (exact) once per call, xf [n, in], and GemvBf16's
+  // vector kernel widens the weights in registers. A BF16 x BF16 product is exact in F32, so
+  // this is VDPBF16PS's arithmetic up to summation order.
   thread_local std::vector<float> xf;
   xf.resize(static_cast<size_t>(n * w.in));
   int64_t k = 0;
+#if defined(TG_SIMD_AVX2)
   for (; k + 8 <= n * w.in; k += 8) _mm256_storeu_ps(xf.data() + k, simd::LoadBf16(xb + k));
+#endif
   for (; k < n * w.in; ++k) xf[k] = half::Bf16ToF32(xb[k]);
   GemvBf16(w, xf.data(), n, y, ldy, r0, r1);
 #else
