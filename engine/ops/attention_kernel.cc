@@ -202,6 +202,152 @@ void WeightedSumVChunk(int nv, const float* p, int64_t ldp, const T* const* v_bl
   }
 }
 #undef TG_UNROLL
+#elif defined(TG_SIMD_AVX2)
+// The AVX2 (x86-64-v3) forms of the kernels above: the same loops and arithmetic on 8-lane
+// vectors, with tile sizes cut for 16 ymm registers. Without mask registers a partial vector
+// is read with _mm256_maskload_ps (F32) or through a zero-padded buffer (BF16), so nothing
+// past the valid lanes is read, and written with _mm256_maskstore_ps.
+
+// The first `n` in [0, 8] elements at p as F32, the other lanes 0.
+inline __m256 Load8(const float* p, int64_t n) {
+  return n == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, simd::TailMask8(n));
+}
+inline __m256 Load8(const uint16_t* p, int64_t n) {
+  return n == 8 ? simd::LoadBf16(p) : simd::WidenBf16(simd::LoadU16Tail(p, n));
+}
+
+template <typename T>
+struct ScoreChunk8 {
+  const T* kt;
+  int64_t n;  // lanes holding real slots, 0..8; 0 for padding chunks (nothing read or written)
+  int64_t t;
+};
+
+template <int G, int C, typename T>
+inline void ScoreChunks8(const ScoreChunk8<T>* c, const float* q, int64_t hd, int64_t bs,
+                         float scale, float* s, int64_t lds, __m256* vmax) {
+  __m256 acc[C][G];
+  TG_UNROLL
+  for (int j = 0; j < C; ++j) {
+    TG_UNROLL
+    for (int g = 0; g < G; ++g) acc[j][g] = _mm256_setzero_ps();
+  }
+  for (int64_t d = 0; d < hd; ++d) {
+    TG_UNROLL
+    for (int j = 0; j < C; ++j) {
+      const __m256 k = Load8(c[j].kt + d * bs, c[j].n);
+      TG_UNROLL
+      for (int g = 0; g < G; ++g) {
+        acc[j][g] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + g * hd + d), k, acc[j][g]);
+      }
+    }
+  }
+  const __m256 vscale = _mm256_set1_ps(scale);
+  TG_UNROLL
+  for (int j = 0; j < C; ++j) {
+    const __m256i m = simd::TailMask8(c[j].n);
+    TG_UNROLL
+    for (int g = 0; g < G; ++g) {
+      const __m256 v = _mm256_mul_ps(acc[j][g], vscale);
+      _mm256_maskstore_ps(s + g * lds + c[j].t, m, v);
+      // Lanes outside the chunk keep vmax; the running maximum goes second (NaN skipped).
+      const __m256 vm = _mm256_blendv_ps(vmax[g], v, _mm256_castsi256_ps(m));
+      vmax[g] = _mm256_max_ps(vm, vmax[g]);
+    }
+  }
+}
+
+template <int G, typename T>
+void Scores8(const float* q, int64_t hd, const T* const* k_blocks, int64_t offset, int64_t bs,
+             int64_t n_ctx, float scale, float* s, int64_t lds, float* max) {
+  // C * G accumulators + C key vectors within 16 registers, >= 6 independent chains.
+  constexpr int C = G == 1 ? 8 : (G == 2 ? 4 : 2);
+  __m256 vmax[G];
+  TG_UNROLL
+  for (int g = 0; g < G; ++g) vmax[g] = _mm256_set1_ps(-INFINITY);
+  ScoreChunk8<T> chunks[C];
+  int nc = 0;
+  for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
+    const int64_t rows = std::min(bs, n_ctx - t);
+    const T* kt = k_blocks[b] + offset;
+    for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+      chunks[nc++] = {kt + r0, std::min<int64_t>(8, rows - r0), t + r0};
+      if (nc == C) {
+        ScoreChunks8<G, C>(chunks, q, hd, bs, scale, s, lds, vmax);
+        nc = 0;
+      }
+    }
+    t += rows;
+  }
+  if (nc > 0) {
+    for (int j = nc; j < C; ++j) chunks[j] = {chunks[0].kt, 0, 0};
+    ScoreChunks8<G, C>(chunks, q, hd, bs, scale, s, lds, vmax);
+  }
+  TG_UNROLL
+  for (int g = 0; g < G; ++g) max[g] = simd::ReduceMax(vmax[g]);
+}
+
+// out[g, d0 + i] = sum_t p[g * ldp + t] * V[t, d0 + i] for g < G, i < 8 * NV (cut at hd), U
+// accumulator sets taking the rows round-robin, as WeightedSumV.
+template <int G, int NV, int U, typename T>
+void WeightedSumV8(const float* p, int64_t ldp, const T* const* v_blocks, int64_t offset,
+                   int64_t bs, int64_t n_ctx, int64_t hd, int64_t d0, float* out) {
+  int64_t lanes[NV];
+  TG_UNROLL
+  for (int i = 0; i < NV; ++i) lanes[i] = std::clamp<int64_t>(hd - d0 - 8 * i, 0, 8);
+  __m256 acc[U][G][NV];
+  TG_UNROLL
+  for (int u = 0; u < U; ++u) {
+    TG_UNROLL
+    for (int g = 0; g < G; ++g) {
+      TG_UNROLL
+      for (int i = 0; i < NV; ++i) acc[u][g][i] = _mm256_setzero_ps();
+    }
+  }
+  auto row = [&](const T* v, int64_t t, int u) {
+    __m256 vv[NV];
+    TG_UNROLL
+    for (int i = 0; i < NV; ++i) vv[i] = Load8(v + 8 * i, lanes[i]);
+    TG_UNROLL
+    for (int g = 0; g < G; ++g) {
+      const __m256 pg = _mm256_broadcast_ss(p + g * ldp + t);
+      TG_UNROLL
+      for (int i = 0; i < NV; ++i) acc[u][g][i] = _mm256_fmadd_ps(pg, vv[i], acc[u][g][i]);
+    }
+  };
+  for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
+    const T* v = v_blocks[b] + offset + d0;
+    const int64_t rows = std::min(bs, n_ctx - t);
+    int64_t r = 0;
+    for (; r + U <= rows; r += U, t += U) {
+      TG_UNROLL
+      for (int u = 0; u < U; ++u) row(v + (r + u) * hd, t + u, u);
+    }
+    for (; r < rows; ++r, ++t) row(v + r * hd, t, 0);
+  }
+  TG_UNROLL
+  for (int g = 0; g < G; ++g) {
+    TG_UNROLL
+    for (int i = 0; i < NV; ++i) {
+      __m256 sum = acc[0][g][i];
+      TG_UNROLL
+      for (int u = 1; u < U; ++u) sum = _mm256_add_ps(sum, acc[u][g][i]);
+      _mm256_maskstore_ps(out + g * hd + d0 + 8 * i, simd::TailMask8(lanes[i]), sum);
+    }
+  }
+}
+
+// Up to 16 dims of up to G query heads: U * G * NV <= 8 accumulators.
+template <int G, typename T>
+void WeightedSumVChunk8(int nv, const float* p, int64_t ldp, const T* const* v_blocks,
+                        int64_t offset, int64_t bs, int64_t n_ctx, int64_t hd, int64_t d0,
+                        float* out) {
+  constexpr int kU1 = G == 1 ? 8 : (G == 2 ? 4 : 2);
+  constexpr int kU2 = G == 1 ? 4 : (G == 2 ? 2 : 1);
+  if (nv == 1) return WeightedSumV8<G, 1, kU1>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+  WeightedSumV8<G, 2, kU2>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+}
+#undef TG_UNROLL
 #endif
 
 // s[g * n_ctx + t] = scale * q[g] · K[t] for g < group over the K^T tiles, max[g] the row
@@ -226,6 +372,25 @@ void ScoreRows(const float* q, int64_t group, int64_t hd, const T* const* k_bloc
         break;
       default:
         Scores<4>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
+        break;
+    }
+  }
+#elif defined(TG_SIMD_AVX2)
+  for (int64_t g0 = 0; g0 < group; g0 += 4) {
+    const float* qg = q + g0 * hd;
+    float* sg = s + g0 * n_ctx;
+    switch (std::min<int64_t>(4, group - g0)) {
+      case 1:
+        Scores8<1>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
+        break;
+      case 2:
+        Scores8<2>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
+        break;
+      case 3:
+        Scores8<3>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
+        break;
+      default:
+        Scores8<4>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
         break;
     }
   }
@@ -257,6 +422,14 @@ void ScaleRow(float* x, int64_t n, float f) {
     const __mmask16 m = simd::TailMask(n - i);
     _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vf));
   }
+#elif defined(TG_SIMD_AVX2)
+  const __m256 vf = _mm256_set1_ps(f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vf));
+  if (i < n) {
+    const __m256i m = simd::TailMask8(n - i);
+    _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), vf));
+  }
 #else
   simd::Scale(x, n, f);
 #endif
@@ -286,6 +459,30 @@ void WeightedSum(const float* p, int64_t group, int64_t n_ctx, const T* const* v
           break;
         default:
           WeightedSumVChunk<4>(nv, pg, n_ctx, v_blocks, offset, bs, n_ctx, hd, d0, og);
+          break;
+      }
+    }
+  }
+#elif defined(TG_SIMD_AVX2)
+  // Chunks of up to 4 query heads x 16 dims: at most 8 accumulators.
+  for (int64_t g0 = 0; g0 < group; g0 += 4) {
+    const int64_t gn = std::min<int64_t>(4, group - g0);
+    const float* pg = p + g0 * n_ctx;
+    float* og = out + g0 * hd;
+    for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+      const int nv = hd - d0 > 8 ? 2 : 1;
+      switch (gn) {
+        case 1:
+          WeightedSumVChunk8<1>(nv, pg, n_ctx, v_blocks, offset, bs, n_ctx, hd, d0, og);
+          break;
+        case 2:
+          WeightedSumVChunk8<2>(nv, pg, n_ctx, v_blocks, offset, bs, n_ctx, hd, d0, og);
+          break;
+        case 3:
+          WeightedSumVChunk8<3>(nv, pg, n_ctx, v_blocks, offset, bs, n_ctx, hd, d0, og);
+          break;
+        default:
+          WeightedSumVChunk8<4>(nv, pg, n_ctx, v_blocks, offset, bs, n_ctx, hd, d0, og);
           break;
       }
     }

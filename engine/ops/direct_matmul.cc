@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/ops/gemv_float.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
@@ -78,6 +79,9 @@ void DirectMatmulF32Strided(const float* w, int64_t out, int64_t in, const float
   simd::ForActivationRows<8, 8>(n, [&]<int MR, int NR>(int64_t r) {
     Rows<MR, NR>(w, out, in, x + r * in, y + r * ldy, ldy);
   });
+#elif defined(TG_SIMD_AVX2)
+  // The AVX2 F32 kernel is GemvF32's (8-lane tiles sized for 16 ymm registers).
+  GemvF32(WeightView{WeightType::kF32, w, out, in}, x, n, y, ldy, 0, out);
 #else
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t j = 0; j < out; ++j) y[r * ldy + j] = simd::Dot(x + r * in, w + j * in, in);

@@ -1,7 +1,9 @@
 #include "engine/ops/gemv_bf16_dot.h"
 
 #include <cstring>
+#include <vector>
 
+#include "engine/ops/gemv_float.h"
 #include "engine/ops/half.h"
 #include "engine/ops/simd.h"
 
@@ -68,6 +70,10 @@ void ToBf16Activations(const float* x, int64_t count, uint16_t* xb) {
     const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
     std::memcpy(xb + i, &v, sizeof(v));
   }
+#elif defined(TG_SIMD_AVX2)
+  for (; i + 8 <= count; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(xb + i), simd::RoundToBf16(_mm256_loadu_ps(x + i)));
+  }
 #endif
   for (; i < count; ++i) {
     uint32_t bits;
@@ -87,6 +93,19 @@ void GemvBf16Dot(const WeightView& w, const uint16_t* xb, int64_t n, float* y, i
   simd::ForActivationRows<8, 8>(n, [&]<int MR, int NR>(int64_t i) {
     Rows<MR, NR>(w, xb + i * w.in, y + i * ldy, ldy, r0, r1);
   });
+#elif defined(__AVX512F__) || defined(TG_SIMD_AVX2)
+  // No BF16 dot-product instruction (x86-64-v3, or AVX-512 CPUs before Cooper Lake): the
+  // activations are widened back to F32 (exact) once per call, xf [n, in], and GemvBf16's
+  // vector kernel widens the weights in registers. A BF16 x BF16 product is exact in F32, so
+  // this is VDPBF16PS's arithmetic up to summation order.
+  thread_local std::vector<float> xf;
+  xf.resize(static_cast<size_t>(n * w.in));
+  int64_t k = 0;
+#if defined(TG_SIMD_AVX2)
+  for (; k + 8 <= n * w.in; k += 8) _mm256_storeu_ps(xf.data() + k, simd::LoadBf16(xb + k));
+#endif
+  for (; k < n * w.in; ++k) xf[k] = half::Bf16ToF32(xb[k]);
+  GemvBf16(w, xf.data(), n, y, ldy, r0, r1);
 #else
   // Portable: pairs multiplied in F32 (exact for BF16 inputs), F32 sums.
   const auto* base = static_cast<const uint16_t*>(w.data);

@@ -24,7 +24,8 @@ void GemvBf16(const WeightView& w, const float* x, int64_t n, float* y, int64_t 
 void GemvF32(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy, int64_t r0,
              int64_t r1);
 
-// Portable C++ versions (used when the build lacks AVX-512; exposed for the tests).
+// Portable C++ versions (used when the build has neither AVX-512 nor AVX2+FMA+F16C; exposed for
+// the tests).
 namespace portable {
 void GemvF16(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy, int64_t r0,
              int64_t r1);

@@ -83,7 +83,16 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const WeightView& w,
       // Weights AMX cannot stream as stored (Q8_0): widened per L2 tile for many-row calls.
       TG_ASSIGN_OR_RETURN(linear->onednn_, WidenAmxMatmul::Create(linear->w_));
     } else {
-      TG_ASSIGN_OR_RETURN(linear->onednn_, OneDnnMatmul::Create(linear->w_, options.compute));
+      absl::StatusOr<std::unique_ptr<OneDnnMatmul>> onednn =
+          OneDnnMatmul::Create(linear->w_, options.compute);
+      if (!onednn.ok() && absl::IsUnimplemented(onednn.status()) &&
+          options.compute == LinearCompute::kBf16) {
+        // oneDNN has no BF16 matmul on CPUs without AVX-512 (the portable image on an AVX2
+        // host): many-row calls then widen the weight tiles to F32 and multiply in F32, which
+        // only adds precision; the few-row kernels and the weights in memory stay as they are.
+        onednn = OneDnnMatmul::Create(linear->w_, LinearCompute::kF32);
+      }
+      TG_ASSIGN_OR_RETURN(linear->onednn_, std::move(onednn));
     }
   }
   return linear;

@@ -45,6 +45,9 @@ inline void ForRowTiles(int64_t r0, int64_t r1, Tile&& tile) {
   for (; r < r1; ++r) tile(r, RowsTag<1>{});
 }
 
+#endif  // __AVX512F__
+
+#if defined(__AVX512F__) || defined(TG_SIMD_AVX2)
 // ---- GemvQ8_0Exact -------------------------------------------------------------------------
 
 // Software prefetch of the next tile of NR rows (the rows are contiguous), in address order,
@@ -61,6 +64,9 @@ inline void PrefetchNextTile(const uint8_t* w0, size_t row_bytes, int64_t b) {
     _mm_prefetch(ahead + line, _MM_HINT_T0);
   }
 }
+#endif
+
+#if defined(__AVX512F__)
 
 // y[i, j] for MR activation rows and NR consecutive weight rows starting at `w0`. Per block,
 // each weight row's 32 values are dequantized once (F32(d) * q, exact in F32: 11 x 8 bits)
@@ -274,6 +280,143 @@ void VnniRows(const WeightView& w, const VnniActivations& a, int64_t i0, float* 
 }
 #endif  // VNNI
 
+#if defined(TG_SIMD_AVX2)
+// ---- AVX2 (x86-64-v3) kernels --------------------------------------------------------------
+//
+// Tiles of MR activation rows x NR weight rows in the shapes of simd::ForActivationRows8 (16
+// ymm registers), rows split as simd::ForRowTiles8, with the AVX-512 kernels' arithmetic.
+
+// GemvQ8_0Exact: per block and weight row, the 32 values are dequantized as F32(d) * q (exact)
+// 8 at a time and used by all MR rows of x.
+template <int MR, int NR>
+inline void ExactTile8(const uint8_t* w0, size_t row_bytes, int64_t nb, const float* x, int64_t ldx,
+                       float* y, int64_t ldy) {
+  __m256 acc[MR][NR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    if ((b & 1) == 0) PrefetchNextTile<NR>(w0, row_bytes, b);
+    const float* xb = x + b * kBlock;
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) {
+      const uint8_t* p = w0 + j * row_bytes + b * kQ8_0BlockBytes;
+      const __m256 d = _mm256_set1_ps(half::F16ToF32(half::LoadU16(p)));
+      TG_UNROLL
+      for (int s = 0; s < 4; ++s) {
+        const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 2 + 8 * s));
+        const __m256 wv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), d);
+        TG_UNROLL
+        for (int i = 0; i < MR; ++i) {
+          acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + i * ldx + 8 * s), wv, acc[i][j]);
+        }
+      }
+    }
+  }
+  simd::StoreSums<MR, NR>(acc, y, ldy);
+}
+
+// roundf semantics for 8 floats, as the AVX-512 RoundHalfAway.
+inline __m256 RoundHalfAway8(__m256 t) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  const __m256 a = _mm256_andnot_ps(sign_bit, t);
+  __m256 f = _mm256_round_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  const __m256 up = _mm256_cmp_ps(_mm256_sub_ps(a, f), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  f = _mm256_add_ps(f, _mm256_and_ps(up, _mm256_set1_ps(1.0f)));
+  return _mm256_or_ps(f, _mm256_and_ps(t, sign_bit));
+}
+
+void QuantizeBlock8(const float* v, BlockQ8_0* out) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 vs[4];
+  __m256 amax = _mm256_setzero_ps();
+  TG_UNROLL
+  for (int s = 0; s < 4; ++s) {
+    vs[s] = _mm256_loadu_ps(v + 8 * s);
+    amax = _mm256_max_ps(amax, _mm256_and_ps(vs[s], abs_mask));
+  }
+  const float d = simd::ReduceMax(amax) / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  out->d = half::F32ToF16(d);
+  const __m256 vid = _mm256_set1_ps(id);
+  __m256i qi[4];
+  TG_UNROLL
+  for (int s = 0; s < 4; ++s) qi[s] = _mm256_cvtps_epi32(RoundHalfAway8(_mm256_mul_ps(vs[s], vid)));
+  // The packs work per 128-bit lane, leaving the groups of 4 values in the order 0 2 4 6 1 3 5 7.
+  const __m256i q16a = _mm256_packs_epi32(qi[0], qi[1]);
+  const __m256i q16b = _mm256_packs_epi32(qi[2], qi[3]);
+  const __m256i q8 = _mm256_packs_epi16(q16a, q16b);
+  const __m256i ordered =
+      _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->qs), ordered);
+}
+
+// GemvQ8_0Vnni without VNNI. llama.cpp's AVX2 idiom (|q_w| as unsigned bytes times q_x with
+// q_w's sign, _mm256_maddubs_epi16) is wrong for q_x = -128 under a negative q_w (the sign
+// cannot be moved onto -128) and the contract allows any int8. Instead the activations are
+// widened to int16 once per call and each weight vector as it is loaded; _mm256_madd_epi16
+// then gives exact int32 sums of 2 products (at most 2^15 each), the same instruction count
+// per block as the sign trick. Layout per call: q [n, nb * 32] int16, d [n, nb] F32.
+struct Int16Activations {
+  std::vector<int16_t> q;
+  std::vector<float> d;
+};
+
+void WidenActivations(const BlockQ8_0* xq, int64_t n, int64_t nb, Int16Activations* a) {
+  a->q.resize(static_cast<size_t>(n * nb * kBlock));
+  a->d.resize(static_cast<size_t>(n * nb));
+  for (int64_t b = 0; b < n * nb; ++b) {
+    int16_t* q = a->q.data() + b * kBlock;
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[b].qs));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                        _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16),
+                        _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)));
+    a->d[b] = half::F16ToF32(xq[b].d);
+  }
+}
+
+// Per block: int32 lane l sums the products of bytes {2l, 2l + 1, 16 + 2l, 17 + 2l}, scaled by
+// F32(d_w) * F32(d_x) and added in F32, as the AVX-512 kernel does with its 4-byte lanes.
+template <int MR, int NR>
+inline void Int8Tile8(const uint8_t* w0, size_t row_bytes, int64_t nb, const Int16Activations& a,
+                      int64_t i0, float* y, int64_t ldy) {
+  const int64_t ldq = nb * kBlock;
+  const int16_t* qx = a.q.data() + i0 * ldq;
+  const float* dx = a.d.data() + i0 * nb;
+  __m256 acc[MR][NR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    if ((b & 1) == 0) PrefetchNextTile<NR>(w0, row_bytes, b);
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) {
+      const uint8_t* p = w0 + j * row_bytes + b * kQ8_0BlockBytes;
+      const __m256 dw = _mm256_set1_ps(half::F16ToF32(half::LoadU16(p)));
+      const __m256i w_lo =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
+      const __m256i w_hi =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18)));
+      TG_UNROLL
+      for (int i = 0; i < MR; ++i) {
+        const int16_t* q = qx + i * ldq + b * kBlock;
+        const __m256i isum = _mm256_add_epi32(
+            _mm256_madd_epi16(w_lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))),
+            _mm256_madd_epi16(w_hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 16))));
+        const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(dx + i * nb + b));
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[i][j]);
+      }
+    }
+  }
+  simd::StoreSums<MR, NR>(acc, y, ldy);
+}
+#endif  // TG_SIMD_AVX2
+
 }  // namespace
 
 // ---- Portable versions ---------------------------------------------------------------------
@@ -355,6 +498,14 @@ void GemvQ8_0Exact(const WeightView& w, const float* x, int64_t n, float* y, int
   simd::ForActivationRows<4, 8>(n, [&]<int MR, int NR>(int64_t i) {
     ExactRows<MR, NR>(w, x + i * w.in, y + i * ldy, ldy, r0, r1);
   });
+#elif defined(TG_SIMD_AVX2)
+  const size_t rb = w.row_bytes();
+  const int64_t nb = w.in / kBlock;
+  simd::ForActivationRows8(n, [&]<int MR, int NR>(int64_t i) {
+    simd::ForRowTiles8<NR>(r0, r1, [&]<int N>(int64_t r) {
+      ExactTile8<MR, N>(w.row(r), rb, nb, x + i * w.in, w.in, y + i * ldy + r, ldy);
+    });
+  });
 #else
   portable::GemvQ8_0Exact(w, x, n, y, ldy, r0, r1);
 #endif
@@ -366,6 +517,9 @@ void QuantizeActivationsQ8_0(const float* x, int64_t n, int64_t in, BlockQ8_0* x
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t b = 0; b < nb; ++b) QuantizeBlock(x + i * in + b * kBlock, xq + i * nb + b);
   }
+#elif defined(TG_SIMD_AVX2)
+  const int64_t nb = in / kBlock;
+  for (int64_t b = 0; b < n * nb; ++b) QuantizeBlock8(x + b * kBlock, xq + b);
 #else
   portable::QuantizeActivationsQ8_0(x, n, in, xq);
 #endif
@@ -378,6 +532,16 @@ void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y,
   PackActivations(xq, n, w.in / kBlock, &a);
   simd::ForActivationRows<4, 8>(
       n, [&]<int MR, int NR>(int64_t i) { VnniRows<MR, NR>(w, a, i, y + i * ldy, ldy, r0, r1); });
+#elif defined(TG_SIMD_AVX2)
+  thread_local Int16Activations a;
+  const size_t rb = w.row_bytes();
+  const int64_t nb = w.in / kBlock;
+  WidenActivations(xq, n, nb, &a);
+  simd::ForActivationRows8(n, [&]<int MR, int NR>(int64_t i) {
+    simd::ForRowTiles8<NR>(r0, r1, [&]<int N>(int64_t r) {
+      Int8Tile8<MR, N>(w.row(r), rb, nb, a, i, y + i * ldy + r, ldy);
+    });
+  });
 #else
   portable::GemvQ8_0Vnni(w, xq, n, y, ldy, r0, r1);
 #endif

@@ -34,16 +34,16 @@ void QuantizeActivationsQ8_0(const float* x, int64_t n, int64_t in, BlockQ8_0* x
 // What llama.cpp's Q8_0 x Q8_0 path computes, with activations already quantized (xq
 // [n, w.in / 32], e.g. by QuantizeActivationsQ8_0):
 //   y = sum over blocks b of (F32(d_w[b]) * F32(d_x[b])) * (int32 sum_k q_w[k] * q_x[k]).
-// The integer products and sums are exact (AVX-512 VNNI, int32 lanes of 4 products each); as
-// in llama.cpp's AVX2 code, each lane is scaled and added in F32, so only float rounding and
-// summation order differ from the formula. Any int8 values are allowed on both sides
-// (including -128).
+// The integer products and sums are exact (AVX-512 VNNI, or on AVX2 int16-widened
+// _mm256_madd_epi16; int32 lanes of 4 products each); as in llama.cpp's AVX2 code, each lane
+// is scaled and added in F32, so only float rounding and summation order differ from the
+// formula. Any int8 values are allowed on both sides (including -128).
 void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y, int64_t ldy,
                   int64_t r0, int64_t r1);
 
 // The portable C++ versions of the above, with the same results up to float summation order.
-// The public functions use them when the build lacks AVX-512 (and VNNI for GemvQ8_0Vnni);
-// exposed so that the tests run them on every machine.
+// The public functions use them when the build has neither AVX-512 (with VNNI for
+// GemvQ8_0Vnni) nor AVX2+FMA+F16C; exposed so that the tests run them on every machine.
 namespace portable {
 void GemvQ8_0Exact(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy,
                    int64_t r0, int64_t r1);

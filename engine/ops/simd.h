@@ -1,15 +1,15 @@
 // Small vector helpers shared by the op kernels (internal to engine/ops).
 //
 // The AVX-512 paths are taken when the build targets a CPU that has it (-march=native on the
-// dev/prod machines); every helper has a scalar fallback so portable builds (e.g.
-// -march=x86-64-v3) still compile and give the same results up to float rounding.
+// dev/prod machines), AVX2+FMA paths when it targets x86-64-v3 (the portable container image),
+// and every helper has a scalar fallback; all give the same results up to float rounding.
 #ifndef TEXTGEN_ENGINE_OPS_SIMD_H_
 #define TEXTGEN_ENGINE_OPS_SIMD_H_
 
 #include <cmath>
 #include <cstdint>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 // GCC 12 flags its own AVX-512 headers (`__m256d __Y = __Y;` in _mm256_undefined_pd) with
 // -W(maybe-)uninitialized wherever a reduction or extract intrinsic is inlined; a known false
 // positive. Middle-end warnings honour the pragma state at the header's own lines.
@@ -111,6 +111,165 @@ inline __m512 Exp(__m512 x) {
 }
 #endif
 
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// The x86-64-v3 paths (AVX2, FMA, F16C): 8 lanes, and no mask registers, so tails use
+// _mm256_maskload_ps with a lane mask or go through a zero-padded buffer.
+#define TG_SIMD_AVX2 1
+
+// Lanes [0, n) all ones, n in [0, 8]: the mask operand of _mm256_maskload_ps/maskstore_ps.
+inline __m256i TailMask8(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n < 8 ? n : 8)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// 8 BF16 values widened to F32: BF16 is the upper half of an F32, so zero-extend and shift.
+inline __m256 WidenBf16(__m128i h) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline __m256 LoadBf16(const uint16_t* p) {
+  return WidenBf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// 8 F16 values widened to F32 (F16C; exact, subnormals included).
+inline __m256 LoadF16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// The first n in [0, 8] 16-bit values at p, zero-padded to 8 (nothing past p + n is read).
+inline __m128i LoadU16Tail(const uint16_t* p, int64_t n) {
+  alignas(16) uint16_t buf[8] = {};
+  for (int64_t i = 0; i < n; ++i) buf[i] = p[i];
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(buf));
+}
+
+// 8 F32 -> BF16 bits as half::F32ToBf16: round to nearest even (add 0x7fff plus the kept LSB,
+// keep the upper half); NaNs keep their upper half with the quiet bit set.
+inline __m128i RoundToBf16(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i hi = _mm256_srli_epi32(bits, 16);
+  const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+  const __m256i quiet = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+  const __m256i h =
+      _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  // Lanes hold [0, 65535]; packus works per 128-bit lane, [h0-3 h0-3 | h4-7 h4-7].
+  return _mm256_castsi256_si128(
+      _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+// The lane sums of a[0..3] as one __m128, in the same order as Reduce1 adds each vector's
+// lanes: ((x0 + x2) + (x1 + x3)) + ((x4 + x6) + (x5 + x7)). As with the AVX-512 pair, a dot
+// product then comes out bit for bit the same from a 1-wide or a 4-wide tile.
+inline __m128 Reduce4(const __m256* a) {
+  const __m256 c = _mm256_add_ps(_mm256_unpacklo_ps(a[0], a[1]), _mm256_unpackhi_ps(a[0], a[1]));
+  const __m256 d = _mm256_add_ps(_mm256_unpacklo_ps(a[2], a[3]), _mm256_unpackhi_ps(a[2], a[3]));
+  const __m256 e = _mm256_add_ps(_mm256_shuffle_ps(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm256_shuffle_ps(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
+}
+
+inline float Reduce1(__m256 a) {
+  __m256 t = _mm256_add_ps(a, _mm256_permute_ps(a, _MM_SHUFFLE(1, 0, 3, 2)));
+  t = _mm256_add_ps(t, _mm256_permute_ps(t, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+}
+
+inline float ReduceMax(__m256 a) {
+  __m128 t = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  t = _mm_max_ps(t, _mm_movehl_ps(t, t));
+  t = _mm_max_ss(t, _mm_movehdup_ps(t));
+  return _mm_cvtss_f32(t);
+}
+
+inline double ReduceAdd(__m256d a) {
+  __m128d t = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+  t = _mm_add_sd(t, _mm_unpackhi_pd(t, t));
+  return _mm_cvtsd_f64(t);
+}
+
+// The AVX2 counterpart of ForActivationRows, for 16 ymm registers instead of 32 zmm: 4 or 3
+// rows of x take 2 weight rows per tile, 2 rows 4 and a single row 8, so that a tile's
+// accumulators, its x vectors and a weight vector fit in registers.
+template <typename Rows>
+inline void ForActivationRows8(int64_t n, Rows&& rows) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) rows.template operator()<4, 2>(i);
+  switch (n - i) {
+    case 3:
+      rows.template operator()<3, 2>(i);
+      break;
+    case 2:
+      rows.template operator()<2, 4>(i);
+      break;
+    case 1:
+      rows.template operator()<1, 8>(i);
+      break;
+    default:
+      break;
+  }
+}
+
+// y[i * ldy + j] = the lane sum of acc[i][j] for NR = 1, 2 or a multiple of 4; every width
+// adds the lanes in Reduce1's order.
+template <int MR, int NR>
+inline void StoreSums(const __m256 (&acc)[MR][NR], float* y, int64_t ldy) {
+  for (int i = 0; i < MR; ++i) {
+    if constexpr (NR == 1) {
+      y[i * ldy] = Reduce1(acc[i][0]);
+    } else if constexpr (NR == 2) {
+      const __m256 a[4] = {acc[i][0], acc[i][1], _mm256_setzero_ps(), _mm256_setzero_ps()};
+      _mm_storel_pi(reinterpret_cast<__m64*>(y + i * ldy), Reduce4(a));
+    } else {
+      for (int j = 0; j < NR; j += 4) _mm_storeu_ps(y + i * ldy + j, Reduce4(&acc[i][j]));
+    }
+  }
+}
+
+// Weight rows [r0, r1) in tiles of NR (then 4 when NR > 4, 2 when NR > 2, then 1):
+// tile.template operator()<N>(r) computes rows [r, r + N).
+template <int NR, typename Tile>
+inline void ForRowTiles8(int64_t r0, int64_t r1, Tile&& tile) {
+  int64_t r = r0;
+  for (; r + NR <= r1; r += NR) tile.template operator()<NR>(r);
+  if constexpr (NR > 4) {
+    for (; r + 4 <= r1; r += 4) tile.template operator()<4>(r);
+  }
+  if constexpr (NR > 2) {
+    for (; r + 2 <= r1; r += 2) tile.template operator()<2>(r);
+  }
+  for (; r < r1; ++r) tile.template operator()<1>(r);
+}
+
+// exp(x) for 8 floats, the AVX-512 Exp's arithmetic: same reduction and polynomial. Without
+// vscalefps, 2^k is applied as two exact powers of two 2^k1 * 2^k2 (k1 = floor(k / 2)), each
+// a normal float for k in [-150, 128], so p * 2^k1 is exact and the second product rounds
+// once, as vscalefps does (subnormal results and overflow to inf included).
+inline __m256 Exp(__m256 x) {
+  const __m256 kLog2e = _mm256_set1_ps(1.44269504088896341f);
+  const __m256 kLn2Hi = _mm256_set1_ps(0.693359375f);
+  const __m256 kLn2Lo = _mm256_set1_ps(-2.12194440e-4f);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f));
+  const __m256 k =
+      _mm256_round_ps(_mm256_mul_ps(x, kLog2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, kLn2Hi, x);
+  r = _mm256_fnmadd_ps(k, kLn2Lo, r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 r2 = _mm256_mul_ps(r, r);
+  p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i ki = _mm256_cvtps_epi32(k);
+  const __m256i k1 = _mm256_srai_epi32(ki, 1);
+  const __m256i k2 = _mm256_sub_epi32(ki, k1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+#endif
+
 // sum_i a[i] * b[i] over n floats, float accumulation (16 lanes, then a tree reduction).
 inline float Dot(const float* a, const float* b, int64_t n) {
 #if defined(__AVX512F__)
@@ -126,6 +285,19 @@ inline float Dot(const float* a, const float* b, int64_t n) {
     acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#elif defined(TG_SIMD_AVX2)
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i < n; i += 8) {
+    const __m256i m = TailMask8(n - i);
+    acc0 = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), acc0);
+  }
+  return Reduce1(_mm256_add_ps(acc0, acc1));
 #else
   float acc = 0.0f;
   for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
@@ -147,6 +319,17 @@ inline void Axpy(float alpha, const float* x, float* y, int64_t n) {
         y + i, m,
         _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
   }
+#elif defined(TG_SIMD_AVX2)
+  const __m256 va = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+  if (i < n) {
+    const __m256i m = TailMask8(n - i);
+    _mm256_maskstore_ps(
+        y + i, m, _mm256_fmadd_ps(va, _mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
+  }
 #else
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 #endif
@@ -164,6 +347,17 @@ inline float Max(const float* x, int64_t n) {
     acc = _mm512_mask_max_ps(acc, m, _mm512_maskz_loadu_ps(m, x + i), acc);
   }
   return _mm512_reduce_max_ps(acc);
+#elif defined(TG_SIMD_AVX2)
+  __m256 acc = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_max_ps(_mm256_loadu_ps(x + i), acc);
+  if (i < n) {
+    // Lanes past n hold -inf, which cannot win.
+    const __m256i m = TailMask8(n - i);
+    const __m256 v = _mm256_blendv_ps(acc, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m));
+    acc = _mm256_max_ps(v, acc);
+  }
+  return ReduceMax(acc);
 #else
   float m = -INFINITY;
   for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
@@ -189,6 +383,26 @@ inline double ExpShiftSum(float* x, int64_t n, float shift) {
         acc1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
   }
   return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
+#elif defined(TG_SIMD_AVX2)
+  const __m256 vs = _mm256_set1_ps(shift);
+  __m256d acc0 = _mm256_setzero_pd();
+  __m256d acc1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs));
+    _mm256_storeu_ps(x + i, e);
+    acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  if (i < n) {
+    const __m256i m = TailMask8(n - i);
+    const __m256 e =
+        _mm256_and_ps(Exp(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vs)), _mm256_castsi256_ps(m));
+    _mm256_maskstore_ps(x + i, m, e);
+    acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  return ReduceAdd(_mm256_add_pd(acc0, acc1));
 #else
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {

@@ -51,6 +51,50 @@ inline void ForEach16(const uint8_t* src, int64_t count, Load load, F f) {
     f(load(src + 2 * k, m), k, m);
   }
 }
+#elif defined(TG_SIMD_AVX2)
+// Calls f(8 values as F32, element offset) for the whole vectors of the range's `count`
+// values (count / 8 * 8 of them; Q8_0 counts are whole blocks, so all), and returns how many.
+template <typename F>
+inline int64_t ForEach8(WeightType type, const uint8_t* src, int64_t count, F f) {
+  const int64_t whole = count / 8 * 8;
+  for (int64_t k = 0; k < whole; k += 8) {
+    switch (type) {
+      case WeightType::kF32:
+        f(_mm256_loadu_ps(reinterpret_cast<const float*>(src + 4 * k)), k);
+        break;
+      case WeightType::kF16:
+        f(simd::LoadF16(reinterpret_cast<const uint16_t*>(src + 2 * k)), k);
+        break;
+      case WeightType::kBf16:
+        f(simd::LoadBf16(reinterpret_cast<const uint16_t*>(src + 2 * k)), k);
+        break;
+      case WeightType::kQ8_0: {
+        const uint8_t* blk = src + k / kQ8_0Block * kQ8_0BlockBytes;
+        const __m256 d = _mm256_set1_ps(half::F16ToF32(half::LoadU16(blk)));
+        const __m128i q =
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + k % kQ8_0Block));
+        f(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d), k);
+        break;
+      }
+    }
+  }
+  return whole;
+}
+
+// Element k of the range as F32, for the tails ForEach8 leaves (not Q8_0).
+inline float ScalarAt(WeightType type, const uint8_t* src, int64_t k) {
+  switch (type) {
+    case WeightType::kF16:
+      return half::F16ToF32(half::LoadU16(src + 2 * k));
+    case WeightType::kBf16:
+      return half::Bf16ToF32(half::LoadU16(src + 2 * k));
+    default: {
+      float v;
+      std::memcpy(&v, src + 4 * k, sizeof(v));
+      return v;
+    }
+  }
+}
 #endif  // __AVX512F__
 
 }  // namespace
@@ -141,6 +185,16 @@ void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
       }
       return;
   }
+#elif defined(TG_SIMD_AVX2)
+  const uint8_t* src = RangeStart(w, r0);
+  const int64_t count = RangeElems(w, r0, r1);
+  if (w.type == WeightType::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
+    return;
+  }
+  int64_t k =
+      ForEach8(w.type, src, count, [dst](__m256 v, int64_t k) { _mm256_storeu_ps(dst + k, v); });
+  for (; k < count; ++k) dst[k] = ScalarAt(w.type, src, k);
 #else
   portable::ConvertRowsF32(w, r0, r1, dst);
 #endif
@@ -175,6 +229,17 @@ void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst)
       }
       return;
   }
+#elif defined(TG_SIMD_AVX2)
+  const uint8_t* src = RangeStart(w, r0);
+  const int64_t count = RangeElems(w, r0, r1);
+  if (w.type == WeightType::kBf16) {
+    std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(uint16_t));
+    return;
+  }
+  int64_t k = ForEach8(w.type, src, count, [dst](__m256 v, int64_t k) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), simd::RoundToBf16(v));
+  });
+  for (; k < count; ++k) dst[k] = half::F32ToBf16(ScalarAt(w.type, src, k));
 #else
   portable::ConvertRowsBf16(w, r0, r1, dst);
 #endif
