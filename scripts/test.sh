@@ -11,6 +11,8 @@ if [ ! -f "$TEXTGEN_MODELS/stories260K.gguf" ]; then
 fi
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900
+# The engine's tests again in a portable x86-64-v3 build (the container image's kernels).
+bash scripts/test-portable.sh
 # The benchmark is not a timed test; a short run keeps it working.
 build/bin/textgen-bench --smoke >/dev/null
 echo "textgen-bench smoke run ok"
