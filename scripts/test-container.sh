@@ -24,7 +24,12 @@ image=localhost/textgen:test
 container="textgen-test-$$"
 grace=10  # the server's default --shutdown-grace
 log() { echo "test-container.sh: $*"; }
-fail() { echo "test-container.sh: FAIL: $*" >&2; "${podman[@]}" logs "$container" >&2 || true; exit 1; }
+# The logs first, the verdict last (where a tail of the output shows it).
+fail() {
+  "${podman[@]}" logs "$container" 2>&1 | grep -v 'level=' | tail -n 40 >&2 || true
+  echo "test-container.sh: FAIL: $*" >&2
+  exit 1
+}
 cleanup() { "${podman[@]}" rm -f -t 0 "$container" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
@@ -149,9 +154,13 @@ compose_down() {
   "${podman[@]}" network rm -f "${project}_default" >/dev/null 2>&1 || true
 }
 compose_fail() {
-  echo "--- nginx (lb) log:" >&2
-  "${podman[@]}" logs "${project}_lb_1" 2>&1 | grep -v 'level=' | tail -n 40 >&2 || true
-  fail "compose: $*"
+  local c
+  for c in textgen-1 textgen-2 lb; do
+    echo "--- $c log:" >&2
+    "${podman[@]}" logs "${project}_${c}_1" 2>&1 | grep -v 'level=' | tail -n 30 >&2 || true
+  done
+  echo "test-container.sh: FAIL: compose: $*" >&2
+  exit 1
 }
 trap 'cleanup; compose_down' EXIT
 t0=$SECONDS
