@@ -19,6 +19,10 @@ inline float ToF32(uint16_t x) { return half::Bf16ToF32(x); }
 
 #if defined(__AVX512F__)
 
+// WeightedSum's dims per vector and vectors per chunk (kChunkVectors x 4 heads accumulators).
+constexpr int64_t kLanes = 16;
+constexpr int64_t kChunkVectors = 4;
+
 // 16 consecutive elements from p as F32; lanes outside `mask` are 0 and not read.
 inline __m512 Load16(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
 inline __m512 Load16(const uint16_t* p, __mmask16 mask) {
@@ -208,6 +212,9 @@ void WeightedSumVChunk(int nv, const float* p, int64_t ldp, const T* const* v_bl
 // is read with _mm256_maskload_ps (F32) or through a zero-padded buffer (BF16), so nothing
 // past the valid lanes is read, and written with _mm256_maskstore_ps.
 
+constexpr int64_t kLanes = 8;
+constexpr int64_t kChunkVectors = 2;
+
 // The first `n` in [0, 8] elements at p as F32, the other lanes 0.
 inline __m256 Load8(const float* p, int64_t n) {
   return n == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, simd::TailMask8(n));
@@ -258,8 +265,8 @@ inline void ScoreChunks8(const ScoreChunk8<T>* c, const float* q, int64_t hd, in
 }
 
 template <int G, typename T>
-void Scores8(const float* q, int64_t hd, const T* const* k_blocks, int64_t offset, int64_t bs,
-             int64_t n_ctx, float scale, float* s, int64_t lds, float* max) {
+void Scores(const float* q, int64_t hd, const T* const* k_blocks, int64_t offset, int64_t bs,
+            int64_t n_ctx, float scale, float* s, int64_t lds, float* max) {
   // C * G accumulators + C key vectors within 16 registers, >= 6 independent chains.
   constexpr int C = G == 1 ? 8 : (G == 2 ? 4 : 2);
   __m256 vmax[G];
@@ -290,8 +297,8 @@ void Scores8(const float* q, int64_t hd, const T* const* k_blocks, int64_t offse
 // out[g, d0 + i] = sum_t p[g * ldp + t] * V[t, d0 + i] for g < G, i < 8 * NV (cut at hd), U
 // accumulator sets taking the rows round-robin, as WeightedSumV.
 template <int G, int NV, int U, typename T>
-void WeightedSumV8(const float* p, int64_t ldp, const T* const* v_blocks, int64_t offset,
-                   int64_t bs, int64_t n_ctx, int64_t hd, int64_t d0, float* out) {
+void WeightedSumV(const float* p, int64_t ldp, const T* const* v_blocks, int64_t offset, int64_t bs,
+                  int64_t n_ctx, int64_t hd, int64_t d0, float* out) {
   int64_t lanes[NV];
   TG_UNROLL
   for (int i = 0; i < NV; ++i) lanes[i] = std::clamp<int64_t>(hd - d0 - 8 * i, 0, 8);
@@ -339,13 +346,13 @@ void WeightedSumV8(const float* p, int64_t ldp, const T* const* v_blocks, int64_
 
 // Up to 16 dims of up to G query heads: U * G * NV <= 8 accumulators.
 template <int G, typename T>
-void WeightedSumVChunk8(int nv, const float* p, int64_t ldp, const T* const* v_blocks,
-                        int64_t offset, int64_t bs, int64_t n_ctx, int64_t hd, int64_t d0,
-                        float* out) {
+void WeightedSumVChunk(int nv, const float* p, int64_t ldp, const T* const* v_blocks,
+                       int64_t offset, int64_t bs, int64_t n_ctx, int64_t hd, int64_t d0,
+                       float* out) {
   constexpr int kU1 = G == 1 ? 8 : (G == 2 ? 4 : 2);
   constexpr int kU2 = G == 1 ? 4 : (G == 2 ? 2 : 1);
-  if (nv == 1) return WeightedSumV8<G, 1, kU1>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
-  WeightedSumV8<G, 2, kU2>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+  if (nv == 1) return WeightedSumV<G, 1, kU1>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+  WeightedSumV<G, 2, kU2>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
 }
 #undef TG_UNROLL
 #endif
@@ -355,7 +362,7 @@ void WeightedSumVChunk8(int nv, const float* p, int64_t ldp, const T* const* v_b
 template <typename T>
 void ScoreRows(const float* q, int64_t group, int64_t hd, const T* const* k_blocks, int64_t offset,
                int64_t bs, int64_t n_ctx, float scale, float* s, float* max) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(TG_SIMD_AVX2)
   // Chunks of up to 4 query heads: each reads the K^T tiles once.
   for (int64_t g0 = 0; g0 < group; g0 += 4) {
     const float* qg = q + g0 * hd;
@@ -372,25 +379,6 @@ void ScoreRows(const float* q, int64_t group, int64_t hd, const T* const* k_bloc
         break;
       default:
         Scores<4>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
-        break;
-    }
-  }
-#elif defined(TG_SIMD_AVX2)
-  for (int64_t g0 = 0; g0 < group; g0 += 4) {
-    const float* qg = q + g0 * hd;
-    float* sg = s + g0 * n_ctx;
-    switch (std::min<int64_t>(4, group - g0)) {
-      case 1:
-        Scores8<1>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
-        break;
-      case 2:
-        Scores8<2>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
-        break;
-      case 3:
-        Scores8<3>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
-        break;
-      default:
-        Scores8<4>(qg, hd, k_blocks, offset, bs, n_ctx, scale, sg, n_ctx, max + g0);
         break;
     }
   }
@@ -439,14 +427,16 @@ void ScaleRow(float* x, int64_t n, float f) {
 template <typename T>
 void WeightedSum(const float* p, int64_t group, int64_t n_ctx, const T* const* v_blocks,
                  int64_t offset, int64_t bs, int64_t hd, float* out) {
-#if defined(__AVX512F__)
-  // Chunks of up to 4 query heads x 64 dims: at most 16 accumulators.
+#if defined(__AVX512F__) || defined(TG_SIMD_AVX2)
+  // Chunks of up to 4 query heads x kChunkVectors vectors of dims: at most 16 (AVX-512) or 8
+  // (AVX2) accumulators.
   for (int64_t g0 = 0; g0 < group; g0 += 4) {
     const int64_t gn = std::min<int64_t>(4, group - g0);
     const float* pg = p + g0 * n_ctx;
     float* og = out + g0 * hd;
-    for (int64_t d0 = 0; d0 < hd; d0 += 64) {
-      const int nv = static_cast<int>(std::min<int64_t>(4, (hd - d0 + 15) / 16));
+    for (int64_t d0 = 0; d0 < hd; d0 += kChunkVectors * kLanes) {
+      const int nv =
+          static_cast<int>(std::min<int64_t>(kChunkVectors, (hd - d0 + kLanes - 1) / kLanes));
       switch (gn) {
         case 1:
           WeightedSumVChunk<1>(nv, pg, n_ctx, v_blocks, offset, bs, n_ctx, hd, d0, og);
@@ -459,30 +449,6 @@ void WeightedSum(const float* p, int64_t group, int64_t n_ctx, const T* const* v
           break;
         default:
           WeightedSumVChunk<4>(nv, pg, n_ctx, v_blocks, offset, bs, n_ctx, hd, d0, og);
-          break;
-      }
-    }
-  }
-#elif defined(TG_SIMD_AVX2)
-  // Chunks of up to 4 query heads x 16 dims: at most 8 accumulators.
-  for (int64_t g0 = 0; g0 < group; g0 += 4) {
-    const int64_t gn = std::min<int64_t>(4, group - g0);
-    const float* pg = p + g0 * n_ctx;
-    float* og = out + g0 * hd;
-    for (int64_t d0 = 0; d0 < hd; d0 += 16) {
-      const int nv = hd - d0 > 8 ? 2 : 1;
-      switch (gn) {
-        case 1:
-          WeightedSumVChunk8<1>(nv, pg, n_ctx, v_blocks, offset, bs, n_ctx, hd, d0, og);
-          break;
-        case 2:
-          WeightedSumVChunk8<2>(nv, pg, n_ctx, v_blocks, offset, bs, n_ctx, hd, d0, og);
-          break;
-        case 3:
-          WeightedSumVChunk8<3>(nv, pg, n_ctx, v_blocks, offset, bs, n_ctx, hd, d0, og);
-          break;
-        default:
-          WeightedSumVChunk8<4>(nv, pg, n_ctx, v_blocks, offset, bs, n_ctx, hd, d0, og);
           break;
       }
     }

@@ -2,9 +2,9 @@
 // alone; queue bound, cancellation, bad requests and shutdown end every request exactly once.
 #include "engine/scheduler/engine.h"
 
-#include <catch2/catch.hpp>
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <optional>
 #include <string>
 #include <vector>
