@@ -37,15 +37,7 @@ inline void Tile(const uint16_t* w, int64_t in, const uint16_t* x, float* y, int
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) step(k, ~__mmask32{0});
   if (k < in) step(k, static_cast<__mmask32>((uint64_t{1} << (in - k)) - 1));
-  TG_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    if constexpr (NR == 1) {
-      y[i * ldy] = simd::Reduce1(acc[i][0]);
-    } else {
-      TG_UNROLL
-      for (int j = 0; j < NR; j += 4) _mm_storeu_ps(y + i * ldy + j, simd::Reduce4(&acc[i][j]));
-    }
-  }
+  simd::StoreSums<MR, NR>(acc, y, ldy);
 }
 
 template <int MR, int NR>

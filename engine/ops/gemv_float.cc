@@ -69,15 +69,7 @@ inline void Tile(const typename L::T* w, int64_t in, const float* x, float* y, i
     for (int j = 0; j < NR; ++j) wv[j] = L::Masked(w + j * in + k, m);
     step(wv, k, m);
   }
-  TG_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    if constexpr (NR == 1) {
-      y[i * ldy] = simd::Reduce1(acc[i][0]);
-    } else {
-      TG_UNROLL
-      for (int j = 0; j < NR; j += 4) _mm_storeu_ps(y + i * ldy + j, simd::Reduce4(&acc[i][j]));
-    }
-  }
+  simd::StoreSums<MR, NR>(acc, y, ldy);
 }
 
 // Weight rows [r0, r1) against MR rows of x: NR-wide tiles, then 4, then single rows.

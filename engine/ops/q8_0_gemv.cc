@@ -17,20 +17,6 @@ inline const int8_t* BlockQs(const uint8_t* block) {
 }
 
 #if defined(__AVX512F__)
-// Stores acc[i][j] (16 partial sums each) as y[i * ldy + j].
-template <int MR, int NR>
-inline void StoreSums(__m512 (&acc)[MR][NR], float* y, int64_t ldy) {
-  TG_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    if constexpr (NR == 1) {
-      y[i * ldy] = simd::Reduce1(acc[i][0]);
-    } else {
-      TG_UNROLL
-      for (int j = 0; j < NR; j += 4) _mm_storeu_ps(y + i * ldy + j, simd::Reduce4(&acc[i][j]));
-    }
-  }
-}
-
 // Rows [r0, r1) in tiles of NR weight rows (then 4, then 1) against MR activation rows.
 // tile(r, nr_tag) computes weight rows [r, r + NR') for the NR' given by the tag's type.
 template <int N>
@@ -105,7 +91,7 @@ inline void ExactTile(const uint8_t* w0, size_t row_bytes, int64_t nb, const flo
       }
     }
   }
-  StoreSums<MR, NR>(acc, y, ldy);
+  simd::StoreSums<MR, NR>(acc, y, ldy);
 }
 
 template <int MR, int NR>
@@ -266,7 +252,7 @@ inline void VnniTile(const uint8_t* w0, size_t row_bytes, int64_t nb, const Vnni
     }
     step(wq, dw, b);
   }
-  StoreSums<MR, NR>(acc, y, ldy);
+  simd::StoreSums<MR, NR>(acc, y, ldy);
 }
 
 template <int MR, int NR>

@@ -109,6 +109,20 @@ inline __m512 Exp(__m512 x) {
   // overflow/underflow ends (k up to 128 / down to -150) correctly.
   return _mm512_scalef_ps(p, k);
 }
+
+// y[i * ldy + j] = the lane sum of acc[i][j], for NR = 1 or a multiple of 4.
+template <int MR, int NR>
+inline void StoreSums(const __m512 (&acc)[MR][NR], float* y, int64_t ldy) {
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    if constexpr (NR == 1) {
+      y[i * ldy] = Reduce1(acc[i][0]);
+    } else {
+      TG_UNROLL
+      for (int j = 0; j < NR; j += 4) _mm_storeu_ps(y + i * ldy + j, Reduce4(&acc[i][j]));
+    }
+  }
+}
 #endif
 
 #if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
