@@ -16,6 +16,10 @@ if [ "${1:-}" != "--build-only" ]; then
     # scripts/test-container.sh: builds and runs the image, then docker/compose.yaml (a
     # container network with names), and reads the expected text from the reference JSON.
     podman runc debootstrap netavark aardvark-dns podman-compose jq
+    # A run-time need of podman's network stack that Debian only suggests: netavark 1.4 sets
+    # up a bridge network's NAT and forwarding rules by running iptables; without it every
+    # container on a compose network fails with "netavark: No such file or directory".
+    iptables
   )
 fi
 missing=()

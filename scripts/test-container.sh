@@ -8,7 +8,24 @@
 # with debootstrap and imported once (reused afterwards; --rebuild-base makes it again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "$(id -u)" -ne 0 ]; then exec sudo -E bash "$0" "$@"; fi
+# Where the container tests cannot run at all, say so and fail: a test command that passes
+# without having run them would hide exactly the breakage they exist to catch.
+cannot_run() {
+  echo "test-container.sh: FAIL: the container tests cannot run on this machine: $*" >&2
+  exit 1
+}
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null && sudo -n true 2>/dev/null ||
+    cannot_run "they need root (podman, debootstrap), and this user is not root and has no" \
+      "password-less sudo; run scripts/test.sh as root or with sudo"
+  exec sudo -E bash "$0" "$@"
+fi
+for tool in podman podman-compose debootstrap iptables jq; do
+  command -v "$tool" >/dev/null ||
+    cannot_run "$tool is not installed (scripts/install-deps.sh installs it)"
+done
+podman_info=$(podman info --format '{{.Host.NetworkBackend}}' 2>&1) ||
+  cannot_run "podman does not work here: $podman_info"
 
 models="${TEXTGEN_MODELS:-$(cd .. && pwd)/shared/models}"
 [ -f "$models/stories260K.gguf" ] || { echo "test-container.sh: no models in $models" >&2; exit 1; }
@@ -62,8 +79,21 @@ SLIM
   log "base image $base made with debootstrap in $((SECONDS - t0)) s"
 fi
 
-# --- Build from the repository's own Dockerfile. ---
+# --- Preflight: a container on a bridge network (what compose uses) must start, checked in
+# seconds instead of after the image build. Missing run-time pieces of podman's network stack
+# (iptables for netavark, once) show up here with podman's own error. ---
 mkdir -p build
+preflight_net="textgen-preflight-$$"
+"${podman[@]}" network create "$preflight_net" >/dev/null 2>build/preflight.log ||
+  { cat build/preflight.log >&2; cannot_run "podman cannot create a network"; }
+if ! "${podman[@]}" run --rm --network "$preflight_net" "$base" true >>build/preflight.log 2>&1; then
+  "${podman[@]}" network rm -f "$preflight_net" >/dev/null 2>&1 || true
+  cannot_run "a container cannot start on a podman bridge network:
+$(grep -v 'level=' build/preflight.log | tail -n 5)"
+fi
+"${podman[@]}" network rm -f "$preflight_net" >/dev/null 2>&1 || true
+
+# --- Build from the repository's own Dockerfile. ---
 build_log=build/container-build.log
 t0=$SECONDS
 "${podman[@]}" build --isolation=chroot --format docker -f docker/Dockerfile -t "$image" . \
@@ -162,12 +192,32 @@ compose_fail() {
   echo "test-container.sh: FAIL: compose: $*" >&2
   exit 1
 }
+# podman-compose 1.0.3 exits 0 from `up -d` even when podman could not start a container (it
+# prints podman's error and goes on), and such a container has no log. Name each one that did
+# not start with podman's own reason, before waiting for health checks that cannot pass.
+compose_check_started() {
+  local c state status err reasons=""
+  for c in textgen-1 textgen-2 lb; do
+    state=$("${podman[@]}" inspect --format '{{.State.Status}}|{{.State.Error}}' \
+      "${project}_${c}_1" 2>&1) || state="not created|$(tail -n 1 <<<"$state")"
+    status=${state%%|*}
+    err=${state#*|}
+    [ "$status" = running ] || reasons+="
+  $c: $status${err:+: $err}"
+  done
+  [ -z "$reasons" ] && return 0
+  echo "--- podman-compose up (build/compose-up.log), its errors:" >&2
+  grep -iE 'error|no such|denied|failed' build/compose-up.log | tail -n 20 >&2 || true
+  echo "test-container.sh: FAIL: compose: containers did not start (not a replica's health):$reasons" >&2
+  exit 1
+}
 trap 'cleanup; compose_down' EXIT
 t0=$SECONDS
 "${compose[@]}" build lb >build/compose-build.log 2>&1 ||
   { tail -n 40 build/compose-build.log >&2; fail "podman-compose build lb"; }
 "${compose[@]}" up -d >build/compose-up.log 2>&1 ||
   { cat build/compose-up.log >&2; fail "podman-compose up"; }
+compose_check_started
 # A client container on the host network, through the port compose publishes.
 client() {
   "${podman[@]}" run --rm --network=host --entrypoint textgen-client "$image" "$@" \
