@@ -1,14 +1,28 @@
 #include "engine/kv_cache/kv_cache.h"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <climits>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "spdlog/spdlog.h"
 
 namespace textgen {
+namespace {
+
+// F32 -> BF16 bits, round to nearest even (format/dtype.h's F32ToBF16; kv_cache may not
+// depend on format).
+uint16_t ToBf16(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // NaN
+  x += 0x7fff + ((x >> 16) & 1);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheOptions& options) {
   absl::StatusOr<std::unique_ptr<BlockPool>> pool = BlockPool::Create(options);
@@ -132,6 +146,27 @@ float* KvCache::Slot(const BlockTable& t, int layer, int kv_head, int slot, bool
   const int32_t block = t.BlockOf(slot, bs);
   float* tile = value ? pool_->Value(block, layer, kv_head) : pool_->Key(block, layer, kv_head);
   return tile + static_cast<size_t>(BlockTable::OffsetOf(slot, bs)) * pool_->options().head_dim;
+}
+
+void KvCache::StoreKv(const BlockTable& t, int layer, int slot, const float* k, const float* v) {
+  const int bs = pool_->block_size();
+  const int64_t hd = pool_->options().head_dim;
+  const int32_t block = t.BlockOf(slot, bs);
+  const int64_t off = BlockTable::OffsetOf(slot, bs);
+  for (int h = 0; h < pool_->options().n_kv_heads; ++h) {
+    const float* kh = k + h * hd;
+    const float* vh = v + h * hd;
+    if (pool_->type() == KvType::kBf16) {
+      uint16_t* kt = pool_->KeyBf16(block, layer, h) + off;  // column `off` of Kᵀ
+      uint16_t* vr = pool_->ValueBf16(block, layer, h) + off * hd;
+      for (int64_t d = 0; d < hd; ++d) kt[d * bs] = ToBf16(kh[d]);
+      for (int64_t d = 0; d < hd; ++d) vr[d] = ToBf16(vh[d]);
+    } else {
+      float* kt = pool_->Key(block, layer, h) + off;
+      for (int64_t d = 0; d < hd; ++d) kt[d * bs] = kh[d];
+      std::memcpy(pool_->Value(block, layer, h) + off * hd, vh, hd * sizeof(float));
+    }
+  }
 }
 
 }  // namespace textgen

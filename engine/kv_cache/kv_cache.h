@@ -65,11 +65,23 @@ class KvCache {
   // becomes keep_blocks * block_size.
   void DropFront(BlockTable& t, int n_blocks_to_drop, int keep_blocks);
 
+  // The model's layout, stated here once (PagedAttention in engine/ops/attention.h and the
+  // context shift's re-rotation read exactly this): per block, layer and KV head h, keys are
+  // TRANSPOSED, a Kᵀ [head_dim, block_size] tile with dim d of in-block row r at
+  // Key(block, layer, h)[d * block_size + r]; values are a row-major V [block_size, head_dim]
+  // tile, element (r, d) at Value(block, layer, h)[r * head_dim + d]. Why transposed: the score
+  // kernel then vectorizes over slots with one broadcast query element per head dim, which
+  // keeps small head dims from wasting vector lanes.
+  //
+  // Stores one token's k, v [n_kv_heads, head_dim] for `layer` at logical `slot` (< t.num_tokens,
+  // in a block only `t` references, as Append guarantees for new slots) in that layout; a BF16
+  // cache gets them rounded to nearest even.
+  void StoreKv(const BlockTable& t, int layer, int slot, const float* k, const float* v);
+
   // [head_dim] key / value of one token: layer, KV head, logical slot in [0, t.num_tokens).
   // Both address a row-major [block_size, head_dim] tile (the pool's own view, used by generic
-  // users and tests). The model stores keys TRANSPOSED instead, as Kᵀ [head_dim, block_size]
-  // tiles (engine/ops/attention.h), so it writes keys through pool().Key, not KeySlot; on such
-  // a cache KeySlot does not point at a token's key. F32 caches only (options().type); a BF16
+  // users and tests). The model stores keys TRANSPOSED instead (StoreKv above), so on such a
+  // cache KeySlot does not point at a token's key. F32 caches only (options().type); a BF16
   // cache is addressed through pool().KeyBf16 / ValueBf16.
   float* KeySlot(const BlockTable& t, int layer, int kv_head, int slot) {
     return Slot(t, layer, kv_head, slot, /*value=*/false);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
@@ -68,6 +69,114 @@ absl::StatusOr<std::unique_ptr<ops::Linear>> LlamaModel::MakeLinear(const Weight
   return std::move(linear).value();
 }
 
+absl::StatusOr<std::vector<std::unique_ptr<ops::Linear>>> LlamaModel::MakeSplitLinear(
+    const WeightSource& source, const std::string& name, const std::vector<int64_t>& rows,
+    int64_t in, const ops::LinearOptions& o) {
+  int64_t total = 0;
+  for (int64_t r : rows) total += r;
+  TG_ASSIGN_OR_RETURN(NativeTensor w, source.LoadNative(name, {total, in}));
+  TG_ASSIGN_OR_RETURN(const size_t row_bytes, RowBytes(w.type, in));
+  ops::LinearOptions options = o;
+  options.copy_weights = !w.owned.empty();
+  std::vector<std::unique_ptr<ops::Linear>> out;
+  int64_t row0 = 0;
+  for (int64_t r : rows) {
+    const ops::WeightView view{ToWeightType(w.type), w.data + row0 * row_bytes, r, in};
+    auto linear = ops::Linear::Create(view, options);
+    if (!linear.ok()) {
+      return absl::Status(linear.status().code(),
+                          absl::StrCat("preparing ", name, " rows [", row0, ", ", row0 + r,
+                                       "): ", linear.status().message()));
+    }
+    weight_bytes_ += (*linear)->streamed_bytes();
+    if (w.owned.empty() && (*linear)->weights().data != view.data) {
+      ReleaseMappedPages(view.data, view.bytes());
+    }
+    out.push_back(std::move(linear).value());
+    row0 += r;
+  }
+  return out;
+}
+
+namespace {
+
+// An RMSNorm weight as the multiplier the norm applies (see WeightSource::norm_offset).
+absl::StatusOr<std::vector<float>> LoadNorm(const WeightSource& source, const std::string& name,
+                                            int64_t n) {
+  TG_ASSIGN_OR_RETURN(std::vector<float> w, source.LoadF32(name, {n}));
+  if (const float off = source.norm_offset(); off != 0.0f) {
+    for (float& x : w) x += off;
+  }
+  return w;
+}
+
+}  // namespace
+
+absl::Status LlamaModel::LoadLayer(const WeightSource& source, int l,
+                                   const ops::LinearOptions& lo) {
+  const ModelConfig& c = config_;
+  const ArchSpec& arch = *c.arch;
+  const int64_t d = c.n_embd, ff = c.n_ff, hd = c.head_dim;
+  const int64_t q_dim = int64_t{c.n_heads} * hd;
+  const int64_t kv_dim = int64_t{c.n_kv_heads} * hd;
+  Layer& L = layers_[l];
+  const std::string p = absl::StrCat("blk.", l, ".");
+  TG_ASSIGN_OR_RETURN(L.attn_norm, LoadNorm(source, p + "attn_norm.weight", d));
+  TG_ASSIGN_OR_RETURN(L.ffn_norm, LoadNorm(source, p + "ffn_norm.weight", d));
+  if (arch.fused_qkv) {
+    TG_ASSIGN_OR_RETURN(
+        auto qkv, MakeSplitLinear(source, p + "attn_qkv.weight", {q_dim, kv_dim, kv_dim}, d, lo));
+    L.wq = std::move(qkv[0]);
+    L.wk = std::move(qkv[1]);
+    L.wv = std::move(qkv[2]);
+  } else {
+    TG_ASSIGN_OR_RETURN(L.wq, MakeLinear(source, p + "attn_q.weight", q_dim, d, lo));
+    TG_ASSIGN_OR_RETURN(L.wk, MakeLinear(source, p + "attn_k.weight", kv_dim, d, lo));
+    TG_ASSIGN_OR_RETURN(L.wv, MakeLinear(source, p + "attn_v.weight", kv_dim, d, lo));
+  }
+  if (arch.qkv_bias) {
+    TG_ASSIGN_OR_RETURN(L.bq, source.LoadF32(p + "attn_q.bias", {q_dim}));
+    TG_ASSIGN_OR_RETURN(L.bk, source.LoadF32(p + "attn_k.bias", {kv_dim}));
+    TG_ASSIGN_OR_RETURN(L.bv, source.LoadF32(p + "attn_v.bias", {kv_dim}));
+  }
+  if (arch.qk_norm) {
+    TG_ASSIGN_OR_RETURN(L.q_norm, LoadNorm(source, p + "attn_q_norm.weight", hd));
+    TG_ASSIGN_OR_RETURN(L.k_norm, LoadNorm(source, p + "attn_k_norm.weight", hd));
+  }
+  TG_ASSIGN_OR_RETURN(L.wo, MakeLinear(source, p + "attn_output.weight", d, q_dim, lo));
+  if (arch.post_norms) {
+    TG_ASSIGN_OR_RETURN(L.post_attn_norm, LoadNorm(source, p + "post_attention_norm.weight", d));
+    TG_ASSIGN_OR_RETURN(L.post_ffn_norm, LoadNorm(source, p + "post_ffw_norm.weight", d));
+  }
+  if (arch.fused_gate_up) {
+    TG_ASSIGN_OR_RETURN(auto gate_up,
+                        MakeSplitLinear(source, p + "ffn_up.weight", {ff, ff}, d, lo));
+    L.w_gate = std::move(gate_up[0]);
+    L.w_up = std::move(gate_up[1]);
+  } else {
+    TG_ASSIGN_OR_RETURN(L.w_gate, MakeLinear(source, p + "ffn_gate.weight", ff, d, lo));
+    TG_ASSIGN_OR_RETURN(L.w_up, MakeLinear(source, p + "ffn_up.weight", ff, d, lo));
+  }
+  TG_ASSIGN_OR_RETURN(L.w_down, MakeLinear(source, p + "ffn_down.weight", d, ff, lo));
+
+  // RoPE of this layer: sliding-window layers may have their own base and scale (Gemma 3).
+  const bool swa = c.IsSwaLayer(l);
+  L.window = swa ? c.sliding_window : 0;
+  ops::RopeConfig r;
+  r.head_dim = hd;
+  r.rope_dim = c.rope_dim;
+  r.freq_base = swa ? c.rope_base_swa : c.rope_base;
+  r.freq_scale = swa ? c.rope_freq_scale_swa : c.rope_freq_scale;
+  r.neox = arch.rope_neox;
+  r.freq_factors = rope_factors_.empty() ? nullptr : rope_factors_.data();
+  r.attn_factor = c.rope_attn_factor;
+  L.rope_q = r;
+  L.rope_q.n_heads = c.n_heads;
+  L.rope_k = r;
+  L.rope_k.n_heads = c.n_kv_heads;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig& config,
                                                                const WeightSource& source,
                                                                const LlamaModelOptions& options) {
@@ -79,32 +188,20 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig
   }
   auto m = std::unique_ptr<LlamaModel>(new LlamaModel(config));
   if (options.n_ctx > 0) m->config_.n_ctx = options.n_ctx;
-  const int64_t d = config.n_embd, ff = config.n_ff, vocab = config.n_vocab;
-  const int64_t q_dim = int64_t{config.n_heads} * config.head_dim;
-  const int64_t kv_dim = int64_t{config.n_kv_heads} * config.head_dim;
+  // Longrope picks its factors once, from the context this model serves (as llama.cpp does).
+  m->rope_factors_ = RopeFactorsFor(config, m->config_.n_ctx);
+  const int64_t d = config.n_embd, vocab = config.n_vocab;
   const ops::LinearOptions& lo = options.linear;
 
   TG_ASSIGN_OR_RETURN(m->token_embd_, source.LoadNative("token_embd.weight", {vocab, d}));
   TG_ASSIGN_OR_RETURN(m->token_embd_row_bytes_, RowBytes(m->token_embd_.type, d));
-  TG_ASSIGN_OR_RETURN(m->output_norm_, source.LoadF32("output_norm.weight", {d}));
+  TG_ASSIGN_OR_RETURN(m->output_norm_, LoadNorm(source, "output_norm.weight", d));
   const std::string output_name =
       source.Has("output.weight") ? "output.weight" : "token_embd.weight";
   TG_ASSIGN_OR_RETURN(m->output_, m->MakeLinear(source, output_name, vocab, d, lo));
 
   m->layers_.resize(config.n_layers);
-  for (int l = 0; l < config.n_layers; ++l) {
-    Layer& L = m->layers_[l];
-    const std::string p = absl::StrCat("blk.", l, ".");
-    TG_ASSIGN_OR_RETURN(L.attn_norm, source.LoadF32(p + "attn_norm.weight", {d}));
-    TG_ASSIGN_OR_RETURN(L.ffn_norm, source.LoadF32(p + "ffn_norm.weight", {d}));
-    TG_ASSIGN_OR_RETURN(L.wq, m->MakeLinear(source, p + "attn_q.weight", q_dim, d, lo));
-    TG_ASSIGN_OR_RETURN(L.wk, m->MakeLinear(source, p + "attn_k.weight", kv_dim, d, lo));
-    TG_ASSIGN_OR_RETURN(L.wv, m->MakeLinear(source, p + "attn_v.weight", kv_dim, d, lo));
-    TG_ASSIGN_OR_RETURN(L.wo, m->MakeLinear(source, p + "attn_output.weight", d, q_dim, lo));
-    TG_ASSIGN_OR_RETURN(L.w_gate, m->MakeLinear(source, p + "ffn_gate.weight", ff, d, lo));
-    TG_ASSIGN_OR_RETURN(L.w_up, m->MakeLinear(source, p + "ffn_up.weight", ff, d, lo));
-    TG_ASSIGN_OR_RETURN(L.w_down, m->MakeLinear(source, p + "ffn_down.weight", d, ff, lo));
-  }
+  for (int l = 0; l < config.n_layers; ++l) TG_RETURN_IF_ERROR(m->LoadLayer(source, l, lo));
   return m;
 }
 
@@ -160,17 +257,19 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   s.pos.resize(total);
 
   // Embeddings and positions, sequence after sequence.
+  const ArchSpec& arch = *c.arch;
+  const float embed_scale = arch.embed_scale ? std::sqrt(static_cast<float>(d)) : 1.0f;
   int64_t row = 0;
   for (const ForwardSeq& fs : seqs) {
     for (size_t i = 0; i < fs.tokens.size(); ++i, ++row) {
       ToF32(token_embd_.type, token_embd_.data + fs.tokens[i] * token_embd_row_bytes_,
             &s.x[row * d], d);
+      if (embed_scale != 1.0f) {
+        for (int64_t j = 0; j < d; ++j) s.x[row * d + j] *= embed_scale;
+      }
       s.pos[row] = fs.pos0 + static_cast<int32_t>(i);
     }
   }
-
-  const ops::RopeConfig rope_q{c.n_heads, c.head_dim, c.rope_dim, c.rope_base, 1.0f};
-  const ops::RopeConfig rope_k{c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, 1.0f};
   // Element-wise ops split by token rows across the threads for prefill-sized passes; below
   // that a fork/join costs more than the work (decode: one row per sequence).
   const int ew_threads = total >= 32 ? ops::NumThreads() : 1;
@@ -184,25 +283,53 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
     TG_RETURN_IF_ERROR(L.wq->Forward(s.xn.data(), total, s.q.data()));
     TG_RETURN_IF_ERROR(L.wk->Forward(s.xn.data(), total, s.k.data()));
     TG_RETURN_IF_ERROR(L.wv->Forward(s.xn.data(), total, s.v.data()));
+    // Per-architecture hooks before attention: biases (Qwen2), RMSNorm of each q and k head
+    // (Qwen3, Gemma 3), then this layer's RoPE.
     by_rows([&](int64_t r0, int64_t r1) {
-      ops::Rope(rope_q, &s.pos[r0], r1 - r0, &s.q[r0 * q_dim]);
-      ops::Rope(rope_k, &s.pos[r0], r1 - r0, &s.k[r0 * kv_dim]);
+      const int64_t n = r1 - r0;
+      if (!L.bq.empty()) {
+        ops::AddBias(&s.q[r0 * q_dim], n, q_dim, L.bq.data());
+        ops::AddBias(&s.k[r0 * kv_dim], n, kv_dim, L.bk.data());
+        ops::AddBias(&s.v[r0 * kv_dim], n, kv_dim, L.bv.data());
+      }
+      if (!L.q_norm.empty()) {
+        ops::RmsNorm(&s.q[r0 * q_dim], n * c.n_heads, c.head_dim, L.q_norm.data(), c.rms_eps,
+                     &s.q[r0 * q_dim]);
+        ops::RmsNorm(&s.k[r0 * kv_dim], n * c.n_kv_heads, c.head_dim, L.k_norm.data(), c.rms_eps,
+                     &s.k[r0 * kv_dim]);
+      }
+      ops::Rope(L.rope_q, &s.pos[r0], n, &s.q[r0 * q_dim]);
+      ops::Rope(L.rope_k, &s.pos[r0], n, &s.k[r0 * kv_dim]);
     });
     TG_RETURN_IF_ERROR(Attention(cache, seqs, l));
     TG_RETURN_IF_ERROR(L.wo->Forward(s.attn.data(), total, s.proj.data()));
-    // Feed-forward block: x += W_down · (silu(W_gate·n(x)) * W_up·n(x)).
+    // Feed-forward block: x += W_down · (act(W_gate·n(x)) * W_up·n(x)), act = silu or
+    // gelu_tanh; Gemma norms each block's output before the residual add (post norms).
     by_rows([&](int64_t r0, int64_t r1) {
+      if (!L.post_attn_norm.empty()) {
+        ops::RmsNorm(&s.proj[r0 * d], r1 - r0, d, L.post_attn_norm.data(), c.rms_eps,
+                     &s.proj[r0 * d]);
+      }
       ops::Add(&s.x[r0 * d], &s.proj[r0 * d], (r1 - r0) * d);
       ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.ffn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
     });
     TG_RETURN_IF_ERROR(L.w_gate->Forward(s.xn.data(), total, s.gate.data()));
     TG_RETURN_IF_ERROR(L.w_up->Forward(s.xn.data(), total, s.up.data()));
     by_rows([&](int64_t r0, int64_t r1) {
-      ops::SiluMul(&s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
+      if (arch.ffn_act == FfnActivation::kGeluTanh) {
+        ops::GeluTanhMul(&s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
+      } else {
+        ops::SiluMul(&s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
+      }
     });
     TG_RETURN_IF_ERROR(L.w_down->Forward(s.gate.data(), total, s.proj.data()));
-    by_rows(
-        [&](int64_t r0, int64_t r1) { ops::Add(&s.x[r0 * d], &s.proj[r0 * d], (r1 - r0) * d); });
+    by_rows([&](int64_t r0, int64_t r1) {
+      if (!L.post_ffn_norm.empty()) {
+        ops::RmsNorm(&s.proj[r0 * d], r1 - r0, d, L.post_ffn_norm.data(), c.rms_eps,
+                     &s.proj[r0 * d]);
+      }
+      ops::Add(&s.x[r0 * d], &s.proj[r0 * d], (r1 - r0) * d);
+    });
   }
 
   // Final norm and logits only for the rows that need them.
@@ -227,7 +354,9 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   }
   ops::RmsNorm(s.last.data(), rows, d, output_norm_.data(), c.rms_eps, s.last.data());
   logits->resize(rows * c.n_vocab);
-  return output_->Forward(s.last.data(), rows, logits->data());
+  TG_RETURN_IF_ERROR(output_->Forward(s.last.data(), rows, logits->data()));
+  if (c.final_softcap > 0.0f) ops::SoftCap(logits->data(), rows * c.n_vocab, c.final_softcap);
+  return absl::OkStatus();
 }
 
 absl::Status LlamaModel::ShiftContext(KvCache& cache, absl::Span<BlockTable* const> tables,
@@ -252,14 +381,18 @@ absl::Status LlamaModel::ShiftContext(KvCache& cache, absl::Span<BlockTable* con
   }
   for (BlockTable* t : tables) cache.DropFront(*t, drop_blocks, keep_blocks);
   const ModelConfig& c = config_;
-  const ops::RopeConfig kv_heads{c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, 1.0f};
   const int bs = cache.block_size();
   const int32_t delta = -drop_blocks * bs;
   BlockPool& pool = cache.pool();
   for (const auto& [block, refs] : moved) {
     for (int l = 0; l < c.n_layers; ++l) {
-      // The layer's K^T tiles [n_kv_heads, head_dim, block_size] are contiguous; unused slots
-      // of a partial block rotate harmlessly.
+      // The layer's K^T tiles [n_kv_heads, head_dim, block_size] (KvCache::StoreKv's layout)
+      // are contiguous; unused slots of a partial block rotate harmlessly. Each layer turns by
+      // its own RoPE (NEOX pairs, frequency factors, Gemma 3's local base): a shift is one more
+      // rotation at the same frequencies, so every variant here shifts exactly. Sliding-window
+      // layers stay correct too: the window is counted in slots, which the shift renumbers
+      // together with the positions.
+      const ops::RopeConfig& kv_heads = layers_[l].rope_k;
       if (pool.type() == KvType::kBf16) {
         ops::RopeShiftTransposed(kv_heads, delta, bs, bs, pool.KeyBf16(block, l, 0));
       } else {
@@ -275,7 +408,8 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
   const int64_t q_dim = int64_t{c.n_heads} * c.head_dim;
   const int64_t hd = c.head_dim;
   const int bs = cache.block_size();
-  const ops::AttentionShape shape{c.n_heads, c.n_kv_heads, hd, bs};
+  const Layer& L = layers_[layer];
+  const ops::AttentionShape shape{c.n_heads, c.n_kv_heads, hd, bs, c.attn_scale, c.attn_softcap};
   BlockPool& pool = cache.pool();
   const bool bf16 = pool.type() == KvType::kBf16;
   Scratch& s = s_;
@@ -292,27 +426,9 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
     const int n = static_cast<int>(fs.tokens.size());
     const int slot0 = t.num_tokens - n;
     // Store this layer's K/V of the new tokens: k, v [n, n_kv_heads, head_dim] -> cache slots.
-    // Keys go to column `off` of the block's K^T tile [head_dim, block_size] (the layout
-    // PagedAttention reads, engine/ops/attention.h), values to row `off` of the V tile; a BF16
-    // cache gets them rounded to nearest even.
     for (int i = 0; i < n; ++i) {
-      const int slot = slot0 + i;
-      const int32_t block = t.BlockOf(slot, bs);
-      const int64_t off = BlockTable::OffsetOf(slot, bs);
-      const float* k = &s.k[(row + i) * c.n_kv_heads * hd];
-      const float* v = &s.v[(row + i) * c.n_kv_heads * hd];
-      for (int h = 0; h < c.n_kv_heads; ++h) {
-        if (bf16) {
-          uint16_t* kt = pool.KeyBf16(block, layer, h) + off;
-          uint16_t* vr = pool.ValueBf16(block, layer, h) + off * hd;
-          for (int64_t d = 0; d < hd; ++d) kt[d * bs] = F32ToBF16(k[h * hd + d]);
-          for (int64_t d = 0; d < hd; ++d) vr[d] = F32ToBF16(v[h * hd + d]);
-        } else {
-          float* kt = pool.Key(block, layer, h) + off;
-          for (int64_t d = 0; d < hd; ++d) kt[d * bs] = k[h * hd + d];
-          std::memcpy(pool.Value(block, layer, h) + off * hd, v + h * hd, hd * sizeof(float));
-        }
-      }
+      cache.StoreKv(t, layer, slot0 + i, &s.k[(row + i) * c.n_kv_heads * hd],
+                    &s.v[(row + i) * c.n_kv_heads * hd]);
     }
     SeqBlocks& sb = s.seq_blocks[si];
     const size_t nb = t.blocks.size();
@@ -331,10 +447,13 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
         sb.v[b] = pool.Value(t.blocks[b], layer, 0);
       }
     }
-    // Causal: token i sees slots [0, slot0 + i].
+    // Causal: token i sees slots [0, slot0 + i], a sliding-window layer only the last
+    // `window` of them.
     for (int i = 0; i < n; ++i) {
-      s.jobs.push_back({row + i, static_cast<int32_t>(si), slot0 + i + 1});
-      work += slot0 + i + 1;
+      const int32_t n_ctx = slot0 + i + 1;
+      const int32_t start = L.window > 0 ? std::max(0, n_ctx - L.window) : 0;
+      s.jobs.push_back({row + i, static_cast<int32_t>(si), n_ctx, start});
+      work += n_ctx - start;
     }
     row += n;
   }
@@ -346,8 +465,9 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
     const SeqBlocks& sb = s.seq_blocks[job.seq];
     const float* q = &s.q[job.row * q_dim];
     float* out = &s.attn[job.row * q_dim];
-    const absl::Status st = bf16 ? ops::PagedAttention(shape, q, sb.k16, sb.v16, job.n_ctx, out)
-                                 : ops::PagedAttention(shape, q, sb.k, sb.v, job.n_ctx, out);
+    const absl::Status st =
+        bf16 ? ops::PagedAttention(shape, q, sb.k16, sb.v16, job.n_ctx, out, job.start)
+             : ops::PagedAttention(shape, q, sb.k, sb.v, job.n_ctx, out, job.start);
     if (!st.ok()) {
       failed.store(true, std::memory_order_relaxed);
     }

@@ -1,4 +1,7 @@
-// The Llama forward pass over a batch of sequences on the paged KV cache.
+// The causal-LM forward pass over a batch of sequences on the paged KV cache, for every
+// architecture in engine/model/arch.h: the Llama block, with each architecture's differences
+// (biases, q/k norms, fused projections, NEOX / scaled RoPE, Gemma's norms, GeGLU, soft-caps
+// and sliding-window layers) switched on by its ArchSpec and ModelConfig.
 #ifndef TEXTGEN_ENGINE_MODEL_LLAMA_MODEL_H_
 #define TEXTGEN_ENGINE_MODEL_LLAMA_MODEL_H_
 
@@ -13,6 +16,7 @@
 #include "engine/model/model_config.h"
 #include "engine/model/weight_source.h"
 #include "engine/ops/linear.h"
+#include "engine/ops/rope.h"
 
 namespace textgen {
 
@@ -77,6 +81,11 @@ class LlamaModel {
     std::vector<float> attn_norm;  // [n_embd]
     std::vector<float> ffn_norm;   // [n_embd]
     std::unique_ptr<ops::Linear> wq, wk, wv, wo, w_gate, w_up, w_down;
+    std::vector<float> bq, bk, bv;                     // [q_dim], [kv_dim] x2, or empty
+    std::vector<float> q_norm, k_norm;                 // [head_dim] each, or empty
+    std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd] each, or empty
+    ops::RopeConfig rope_q, rope_k;                    // this layer's RoPE (Gemma 3: per layer)
+    int window = 0;                                    // sliding window, 0 = global layer
   };
   // One sequence's cache blocks of the current layer, as PagedAttention reads them: k, v for
   // an F32 cache, k16, v16 for a BF16 one.
@@ -87,7 +96,8 @@ class LlamaModel {
   struct AttentionJob {
     int64_t row;    // token row of the pass (q and attn)
     int32_t seq;    // index into seq_blocks
-    int32_t n_ctx;  // slots the token attends to
+    int32_t n_ctx;  // slots the token attends to: [start, n_ctx)
+    int32_t start;
   };
   // Activations of one pass, reused across calls.
   struct Scratch {
@@ -111,6 +121,13 @@ class LlamaModel {
   absl::StatusOr<std::unique_ptr<ops::Linear>> MakeLinear(const WeightSource& source,
                                                           const std::string& name, int64_t out,
                                                           int64_t in, const ops::LinearOptions& o);
+  // Linears on consecutive row ranges [rows[0]), [rows[0], rows[0] + rows[1]) ... of one fused
+  // tensor (Phi-3's attn_qkv, ffn_up), viewing the stored rows without copying them when the
+  // Linear keeps its weights' storage.
+  absl::StatusOr<std::vector<std::unique_ptr<ops::Linear>>> MakeSplitLinear(
+      const WeightSource& source, const std::string& name, const std::vector<int64_t>& rows,
+      int64_t in, const ops::LinearOptions& o);
+  absl::Status LoadLayer(const WeightSource& source, int l, const ops::LinearOptions& lo);
 
   ModelConfig config_;
   NativeTensor token_embd_;  // [n_vocab, n_embd], rows widened to F32 on lookup
@@ -118,6 +135,7 @@ class LlamaModel {
   std::vector<float> output_norm_;       // [n_embd]
   std::unique_ptr<ops::Linear> output_;  // [n_vocab, n_embd]
   std::vector<Layer> layers_;
+  std::vector<float> rope_factors_;  // [rope_dim / 2] or empty; the layers' RoPE configs point here
   size_t weight_bytes_ = 0;
   Scratch s_;
 };

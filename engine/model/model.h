@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/format/gguf_file.h"
@@ -24,8 +25,9 @@ struct ModelOptions {
 // Immutable after Load except for the forward pass (see LlamaModel for its threading rule).
 class Model {
  public:
-  // `path` is a GGUF file or a Hugging Face directory (config.json, model.safetensors,
-  // tokenizer.json). Errors name the file and the problem.
+  // `path` is a GGUF file or a Hugging Face directory (config.json, model.safetensors or the
+  // shards listed by model.safetensors.index.json, tokenizer.json). Errors name the file and the
+  // problem.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& path,
                                                      const ModelOptions& options = {});
 
@@ -41,7 +43,7 @@ class Model {
   std::string path_;
   std::string format_;
   std::unique_ptr<GgufFile> gguf_;
-  std::unique_ptr<SafetensorsFile> safetensors_;
+  std::vector<std::unique_ptr<SafetensorsFile>> safetensors_;  // one file or the shards
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<LlamaModel> llama_;
 };

@@ -53,44 +53,38 @@ class GgufWeightSource : public WeightSource {
   const GgufFile* gguf_;
 };
 
-// Maps GGUF tensor names to Hugging Face Llama names.
-std::optional<std::string> HfName(const std::string& name) {
+// Maps GGUF tensor names to the architecture's Hugging Face names.
+std::optional<std::string> HfName(const ArchSpec& arch, const std::string& name) {
   if (name == "token_embd.weight") return "model.embed_tokens.weight";
   if (name == "output_norm.weight") return "model.norm.weight";
   if (name == "output.weight") return "lm_head.weight";
-  std::vector<std::string> parts = absl::StrSplit(name, '.');
-  if (parts.size() != 4 || parts[0] != "blk") return std::nullopt;
-  static const std::pair<const char*, const char*> kMap[] = {
-      {"attn_q", "self_attn.q_proj"},
-      {"attn_k", "self_attn.k_proj"},
-      {"attn_v", "self_attn.v_proj"},
-      {"attn_output", "self_attn.o_proj"},
-      {"ffn_gate", "mlp.gate_proj"},
-      {"ffn_up", "mlp.up_proj"},
-      {"ffn_down", "mlp.down_proj"},
-      {"attn_norm", "input_layernorm"},
-      {"ffn_norm", "post_attention_layernorm"},
-  };
-  for (const auto& [gguf, hf] : kMap) {
-    if (parts[2] == gguf) return absl::StrCat("model.layers.", parts[1], ".", hf, ".", parts[3]);
+  std::vector<std::string> parts = absl::StrSplit(name, absl::MaxSplits('.', 2));
+  if (parts.size() != 3 || parts[0] != "blk") return std::nullopt;
+  for (const LayerTensorName& t : arch.tensors) {
+    if (parts[2] == t.gguf) return absl::StrCat("model.layers.", parts[1], ".", t.hf);
   }
   return std::nullopt;
 }
 
 class HfWeightSource : public WeightSource {
  public:
-  HfWeightSource(const SafetensorsFile* st, const ModelConfig& config) : st_(st), config_(config) {}
+  HfWeightSource(std::vector<const SafetensorsFile*> files, const ModelConfig& config)
+      : files_(std::move(files)), config_(config) {}
+
+  float norm_offset() const override { return config_.arch->hf_norm_plus_one ? 1.0f : 0.0f; }
 
   bool Has(const std::string& name) const override { return Find(name) != nullptr; }
 
   absl::StatusOr<NativeTensor> LoadNative(const std::string& name,
                                           const std::vector<int64_t>& shape) const override {
-    const SafetensorsTensor* t = Find(name);
+    const SafetensorsFile* file = nullptr;
+    const SafetensorsTensor* t = Find(name, &file);
     if (t == nullptr) {
-      return absl::NotFoundError(absl::StrCat(st_->path(), ": missing tensor ", name, " (",
-                                              HfName(name).value_or("?"), ")"));
+      return absl::NotFoundError(absl::StrCat(files_.front()->path(), ": missing tensor ", name,
+                                              " (", HfName(*config_.arch, name).value_or("?"),
+                                              ")"));
     }
-    TG_RETURN_IF_ERROR(CheckShape(st_->path(), name, t->shape, shape));
+    TG_RETURN_IF_ERROR(CheckShape(file->path(), name, t->shape, shape));
     NativeTensor n;
     n.type = t->type;
     n.data = t->data;
@@ -105,19 +99,32 @@ class HfWeightSource : public WeightSource {
 
  private:
   // Tied checkpoints store one of embed_tokens / lm_head; either serves for both names.
-  const SafetensorsTensor* Find(const std::string& name) const {
-    std::optional<std::string> hf = HfName(name);
+  const SafetensorsTensor* Find(const std::string& name,
+                                const SafetensorsFile** file = nullptr) const {
+    std::optional<std::string> hf = HfName(*config_.arch, name);
     if (!hf) return nullptr;
-    const SafetensorsTensor* t = st_->FindTensor(*hf);
-    if (t == nullptr && name == "token_embd.weight") t = st_->FindTensor("lm_head.weight");
+    const SafetensorsTensor* t = FindAny(*hf, file);
+    if (t == nullptr && name == "token_embd.weight") t = FindAny("lm_head.weight", file);
     if (t == nullptr && name == "output.weight" && config_.tied_embeddings) {
-      t = st_->FindTensor("model.embed_tokens.weight");
+      t = FindAny("model.embed_tokens.weight", file);
     }
     return t;
   }
 
-  // Heads of a q/k projection (rows to reorder for RoPE), 0 for other tensors.
+  const SafetensorsTensor* FindAny(const std::string& hf, const SafetensorsFile** file) const {
+    for (const SafetensorsFile* f : files_) {
+      if (const SafetensorsTensor* t = f->FindTensor(hf); t != nullptr) {
+        if (file != nullptr) *file = f;
+        return t;
+      }
+    }
+    return nullptr;
+  }
+
+  // Heads of a q/k projection (rows to reorder for RoPE), 0 for other tensors and for NEOX
+  // architectures, which rotate halves as Hugging Face stores them.
   int RopeHeads(const std::string& name) const {
+    if (config_.arch->rope_neox) return 0;
     if (name.find(".attn_q.") != std::string::npos) return config_.n_heads;
     if (name.find(".attn_k.") != std::string::npos) return config_.n_kv_heads;
     return 0;
@@ -143,7 +150,7 @@ class HfWeightSource : public WeightSource {
     return out;
   }
 
-  const SafetensorsFile* st_;
+  std::vector<const SafetensorsFile*> files_;
   ModelConfig config_;
 };
 
@@ -163,9 +170,9 @@ std::unique_ptr<WeightSource> MakeGgufWeightSource(const GgufFile* gguf) {
   return std::make_unique<GgufWeightSource>(gguf);
 }
 
-std::unique_ptr<WeightSource> MakeHfWeightSource(const SafetensorsFile* st,
+std::unique_ptr<WeightSource> MakeHfWeightSource(std::vector<const SafetensorsFile*> files,
                                                  const ModelConfig& config) {
-  return std::make_unique<HfWeightSource>(st, config);
+  return std::make_unique<HfWeightSource>(std::move(files), config);
 }
 
 }  // namespace textgen

@@ -31,20 +31,25 @@ class WeightSource {
   // The tensor at its stored type, row-major with shape `shape` ([out, in] for matrices, [n]
   // for vectors). NotFound "missing tensor NAME" when absent; InvalidArgument "shape mismatch"
   // naming both shapes when the stored shape differs. Q/K projections come back in GGUF's
-  // interleaved RoPE row order whatever the source.
+  // interleaved RoPE row order whatever the source for architectures with interleaved RoPE
+  // (llama); NEOX architectures keep the stored order.
   virtual absl::StatusOr<NativeTensor> LoadNative(const std::string& name,
                                                   const std::vector<int64_t>& shape) const = 0;
   // The same tensor converted to F32.
   absl::StatusOr<std::vector<float>> LoadF32(const std::string& name,
                                              const std::vector<int64_t>& shape) const;
+  // What to add to stored RMSNorm weights to get the multiplier: 1 for Hugging Face Gemma
+  // checkpoints (they store w of a (1 + w) norm), 0 otherwise (GGUF stores w + 1).
+  virtual float norm_offset() const { return 0.0f; }
 };
 
 // Borrows `gguf`, which must outlive the source.
 std::unique_ptr<WeightSource> MakeGgufWeightSource(const GgufFile* gguf);
 
-// Borrows `st`, which must outlive the source. `config` gives head counts for the
-// rotate-half → interleaved permutation of q/k rows.
-std::unique_ptr<WeightSource> MakeHfWeightSource(const SafetensorsFile* st,
+// Borrows the files (one, or the shards of a model.safetensors.index.json), which must outlive
+// the source; a tensor is looked up in each. `config` gives the architecture (its table of
+// tensor names) and the head counts for the rotate-half → interleaved permutation of q/k rows.
+std::unique_ptr<WeightSource> MakeHfWeightSource(std::vector<const SafetensorsFile*> files,
                                                  const ModelConfig& config);
 
 }  // namespace textgen

@@ -1,5 +1,7 @@
 #include "engine/ops/attention.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "engine/ops/attention_kernel.h"
 
@@ -8,7 +10,8 @@ namespace {
 
 template <typename T>
 absl::Status Check(const AttentionShape& shape, const float* q, absl::Span<const T* const> k_blocks,
-                   absl::Span<const T* const> v_blocks, int64_t n_ctx, const float* out) {
+                   absl::Span<const T* const> v_blocks, int64_t n_ctx, const float* out,
+                   int64_t start) {
   if (shape.n_heads < 1 || shape.n_kv_heads < 1 || shape.head_dim < 1 || shape.block_size < 1 ||
       shape.n_heads % shape.n_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -19,6 +22,15 @@ absl::Status Check(const AttentionShape& shape, const float* q, absl::Span<const
     return absl::InvalidArgumentError("PagedAttention: null q or out");
   }
   if (n_ctx < 1) return absl::InvalidArgumentError(absl::StrCat("PagedAttention: n_ctx=", n_ctx));
+  if (start < 0 || start >= n_ctx) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PagedAttention: start=", start, " outside [0, n_ctx=", n_ctx, ")"));
+  }
+  if (!(shape.scale >= 0.0f) || !(shape.softcap >= 0.0f) || std::isinf(shape.scale) ||
+      std::isinf(shape.softcap)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PagedAttention: bad scale=", shape.scale, " softcap=", shape.softcap));
+  }
   const int64_t need = (n_ctx + shape.block_size - 1) / shape.block_size;
   if (static_cast<int64_t>(k_blocks.size()) < need ||
       static_cast<int64_t>(v_blocks.size()) < need) {
@@ -26,7 +38,7 @@ absl::Status Check(const AttentionShape& shape, const float* q, absl::Span<const
                                                    " blocks, got ", k_blocks.size(), " K and ",
                                                    v_blocks.size(), " V"));
   }
-  for (int64_t b = 0; b < need; ++b) {
+  for (int64_t b = start / shape.block_size; b < need; ++b) {
     if (k_blocks[b] == nullptr || v_blocks[b] == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("PagedAttention: null block ", b));
     }
@@ -38,17 +50,19 @@ absl::Status Check(const AttentionShape& shape, const float* q, absl::Span<const
 
 absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const float* const> k_blocks,
-                            absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out) {
-  if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out); !s.ok()) return s;
-  internal::PagedAttentionKernel(shape, q, k_blocks.data(), v_blocks.data(), n_ctx, out);
+                            absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out,
+                            int64_t start) {
+  if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out, start); !s.ok()) return s;
+  internal::PagedAttentionKernel(shape, q, k_blocks.data(), v_blocks.data(), n_ctx, out, start);
   return absl::OkStatus();
 }
 
 absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const uint16_t* const> k_blocks,
-                            absl::Span<const uint16_t* const> v_blocks, int64_t n_ctx, float* out) {
-  if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out); !s.ok()) return s;
-  internal::PagedAttentionKernel(shape, q, k_blocks.data(), v_blocks.data(), n_ctx, out);
+                            absl::Span<const uint16_t* const> v_blocks, int64_t n_ctx, float* out,
+                            int64_t start) {
+  if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out, start); !s.ok()) return s;
+  internal::PagedAttentionKernel(shape, q, k_blocks.data(), v_blocks.data(), n_ctx, out, start);
   return absl::OkStatus();
 }
 

@@ -10,8 +10,9 @@
 // element per head dim, which keeps small head dims (8, 16) from wasting vector lanes on
 // horizontal reductions.
 //
-// Causal masking is the caller's n_ctx: the query sees slots [0, n_ctx). In prefill, call it
-// per token with n_ctx = position + 1 after that token's K/V are written.
+// Causal masking is the caller's n_ctx: the query sees slots [start, n_ctx). In prefill, call it
+// per token with n_ctx = position + 1 after that token's K/V are written; a sliding-window layer
+// (Gemma) passes start = max(0, n_ctx - window).
 #ifndef TEXTGEN_ENGINE_OPS_ATTENTION_H_
 #define TEXTGEN_ENGINE_OPS_ATTENTION_H_
 
@@ -27,16 +28,22 @@ struct AttentionShape {
   int64_t n_kv_heads = 0;  // divides n_heads; query head i reads kv head i / (n_heads / n_kv)
   int64_t head_dim = 0;
   int64_t block_size = 0;  // slots per cache block
+  float scale = 0.0f;      // score scale; 0 = 1 / sqrt(head_dim)
+  // > 0: scores become softcap * tanh(score / softcap) before the softmax (Gemma 2's attention
+  // logit soft-capping; the scale is applied first, as in llama.cpp and Hugging Face).
+  float softcap = 0.0f;
 };
 
-// out[n_heads, head_dim] = softmax(q · Kᵀ / sqrt(head_dim)) · V per query head, over slots
-// [0, n_ctx). q [n_heads, head_dim]; k_blocks are Kᵀ tiles, v_blocks row-major V tiles (above).
+// out[n_heads, head_dim] = softmax(cap(scale · q · Kᵀ)) · V per query head, over slots
+// [start, n_ctx). q [n_heads, head_dim]; k_blocks are Kᵀ tiles, v_blocks row-major V tiles (above).
 // Blocks beyond ceil(n_ctx / block_size) are not read. Scores and softmax in float (exponential sum
 // in double). Thread-safe (per-thread scratch). InvalidArgument for bad shapes, n_ctx < 1, fewer
-// blocks than n_ctx needs, null pointers.
+// blocks than n_ctx needs, null pointers, start outside [0, n_ctx). Blocks wholly before
+// `start` are not read.
 absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const float* const> k_blocks,
-                            absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out);
+                            absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out,
+                            int64_t start = 0);
 
 // The same over a BF16 cache: the tiles (same layouts) hold BF16 bit patterns, which are
 // widened to F32 exactly as they are loaded; scores, softmax and sums are the F32 version's
@@ -44,7 +51,8 @@ absl::Status PagedAttention(const AttentionShape& shape, const float* q,
 // (bit for bit in practice). Half the bytes per slot: decode attention is bound by them.
 absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const uint16_t* const> k_blocks,
-                            absl::Span<const uint16_t* const> v_blocks, int64_t n_ctx, float* out);
+                            absl::Span<const uint16_t* const> v_blocks, int64_t n_ctx, float* out,
+                            int64_t start = 0);
 
 }  // namespace textgen::ops
 

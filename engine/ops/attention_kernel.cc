@@ -470,45 +470,63 @@ void WeightedSum(const float* p, int64_t group, int64_t n_ctx, const T* const* v
 
 template <typename T>
 void Attend(const AttentionShape& shape, const float* q, const T* const* k_blocks,
-            const T* const* v_blocks, int64_t n_ctx, float* out) {
+            const T* const* v_blocks, int64_t n_ctx, float* out, int64_t start) {
   const int64_t hd = shape.head_dim;
   const int64_t bs = shape.block_size;
   const int64_t group = shape.n_heads / shape.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // scores [group, n_ctx], max [group]: the query heads sharing a kv head are done together so
+  const float scale = shape.scale > 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(hd));
+  // A window skips the blocks wholly before `start`; the kernels below then see a context of
+  // `n` slots from block b0 on, whose first `masked` slots lie before the window.
+  const int64_t b0 = start / bs;
+  const int64_t masked = start - b0 * bs;
+  const int64_t n = n_ctx - b0 * bs;
+  k_blocks += b0;
+  v_blocks += b0;
+  // scores [group, n], max [group]: the query heads sharing a kv head are done together so
   // each K/V tile is read once per kv head (per 4 query heads).
   thread_local std::vector<float> scores;
   thread_local std::vector<float> max;
-  scores.resize(static_cast<size_t>(group * n_ctx));
+  scores.resize(static_cast<size_t>(group * n));
   max.resize(static_cast<size_t>(group));
 
   for (int64_t h = 0; h < shape.n_kv_heads; ++h) {
     // Both tiles of kv head h start here: K^T [hd, bs] and V [bs, hd] have the same size.
     const int64_t offset = h * bs * hd;
-    ScoreRows(q + h * group * hd, group, hd, k_blocks, offset, bs, n_ctx, scale, scores.data(),
+    ScoreRows(q + h * group * hd, group, hd, k_blocks, offset, bs, n, scale, scores.data(),
               max.data());
     for (int64_t g = 0; g < group; ++g) {
-      float* s = scores.data() + g * n_ctx;
-      const double sum = simd::ExpShiftSum(s, n_ctx, max[g]);
+      float* s = scores.data() + g * n;
+      // Soft-capping and the window's leading slots are rare (Gemma) and cheap next to the
+      // scores: done here on the scores row, so every kernel path (AVX-512, AVX2, scalar)
+      // shares them, then the maximum is taken again.
+      if (shape.softcap > 0.0f || masked > 0) {
+        if (shape.softcap > 0.0f) {
+          const float cap = shape.softcap;
+          for (int64_t t = masked; t < n; ++t) s[t] = cap * std::tanh(s[t] / cap);
+        }
+        std::fill(s, s + masked, -INFINITY);
+        max[g] = simd::Max(s + masked, n - masked);
+      }
+      const double sum = simd::ExpShiftSum(s, n, max[g]);
       // Normalize the probabilities rather than the output: out is then a convex combination
       // of V rows, as in the reference.
-      ScaleRow(s, n_ctx, static_cast<float>(1.0 / sum));
+      ScaleRow(s, n, static_cast<float>(1.0 / sum));
     }
-    WeightedSum(scores.data(), group, n_ctx, v_blocks, offset, bs, hd, out + h * group * hd);
+    WeightedSum(scores.data(), group, n, v_blocks, offset, bs, hd, out + h * group * hd);
   }
 }
 
 }  // namespace
 
 void PagedAttentionKernel(const AttentionShape& shape, const float* q, const float* const* k_blocks,
-                          const float* const* v_blocks, int64_t n_ctx, float* out) {
-  Attend(shape, q, k_blocks, v_blocks, n_ctx, out);
+                          const float* const* v_blocks, int64_t n_ctx, float* out, int64_t start) {
+  Attend(shape, q, k_blocks, v_blocks, n_ctx, out, start);
 }
 
 void PagedAttentionKernel(const AttentionShape& shape, const float* q,
                           const uint16_t* const* k_blocks, const uint16_t* const* v_blocks,
-                          int64_t n_ctx, float* out) {
-  Attend(shape, q, k_blocks, v_blocks, n_ctx, out);
+                          int64_t n_ctx, float* out, int64_t start) {
+  Attend(shape, q, k_blocks, v_blocks, n_ctx, out, start);
 }
 
 }  // namespace textgen::ops::internal

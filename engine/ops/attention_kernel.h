@@ -9,12 +9,12 @@
 namespace textgen::ops::internal {
 
 // As PagedAttention (F32 or BF16 tiles), with k_blocks/v_blocks holding at least
-// ceil(n_ctx / block_size) valid pointers.
+// ceil(n_ctx / block_size) pointers, valid from block start / block_size on.
 void PagedAttentionKernel(const AttentionShape& shape, const float* q, const float* const* k_blocks,
-                          const float* const* v_blocks, int64_t n_ctx, float* out);
+                          const float* const* v_blocks, int64_t n_ctx, float* out, int64_t start);
 void PagedAttentionKernel(const AttentionShape& shape, const float* q,
                           const uint16_t* const* k_blocks, const uint16_t* const* v_blocks,
-                          int64_t n_ctx, float* out);
+                          int64_t n_ctx, float* out, int64_t start);
 
 }  // namespace textgen::ops::internal
 

@@ -63,6 +63,27 @@ void SiluMul(float* gate, const float* up, int64_t count) {
 #endif
 }
 
+void GeluTanhMul(float* gate, const float* up, int64_t count) {
+  assert(count >= 0);
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  constexpr float kCoef = 0.044715f;
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    gate[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + kCoef * g * g))) * up[i];
+  }
+}
+
+void AddBias(float* x, int64_t n, int64_t d, const float* bias) {
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < d; ++i) x[r * d + i] += bias[i];
+  }
+}
+
+void SoftCap(float* x, int64_t count, float cap) {
+  assert(cap > 0.0f);
+  for (int64_t i = 0; i < count; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void Add(float* acc, const float* x, int64_t count) {
   assert(count >= 0);
   for (int64_t i = 0; i < count; ++i) acc[i] += x[i];  // auto-vectorized

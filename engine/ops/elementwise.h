@@ -18,6 +18,17 @@ void RmsNorm(const float* x, int64_t n, int64_t d, const float* w, float eps, fl
 // For gate[n, f], up[n, f] pass count = n * f.
 void SiluMul(float* gate, const float* up, int64_t count);
 
+// gate[i] = gelu_tanh(gate[i]) * up[i] for i < count (Gemma's GeGLU), with the tanh form
+// 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) computed exactly in float (llama.cpp's CPU
+// default rounds it through an F16 table; the exact form matches Hugging Face).
+void GeluTanhMul(float* gate, const float* up, int64_t count);
+
+// x[r, i] += bias[i] for r < n rows of d elements.
+void AddBias(float* x, int64_t n, int64_t d, const float* bias);
+
+// x[i] = cap * tanh(x[i] / cap) for i < count (Gemma 2's logit soft-capping), cap > 0.
+void SoftCap(float* x, int64_t count, float cap);
+
 // acc[i] += x[i] for i < count (the residual connection; acc[n, d], x[n, d]).
 void Add(float* acc, const float* x, int64_t count);
 

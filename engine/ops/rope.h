@@ -1,4 +1,5 @@
-// Rotary position embedding in GGUF's interleaved layout (llama.cpp's "normal" rope).
+// Rotary position embedding, in GGUF's interleaved layout (llama.cpp's "normal" rope, Llama)
+// or the rotate-half layout (llama.cpp's NEOX rope: Qwen, Phi-3, Gemma).
 #ifndef TEXTGEN_ENGINE_OPS_ROPE_H_
 #define TEXTGEN_ENGINE_OPS_ROPE_H_
 
@@ -12,16 +13,26 @@ struct RopeConfig {
   int64_t rope_dim = 0;  // even, <= head_dim; dims [rope_dim, head_dim) stay untouched
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;  // linear position scaling: the angle uses pos * freq_scale
+  // false: pairs (2i, 2i+1) (GGUF's permuted q/k rows); true: pairs (i, i + rope_dim/2)
+  // (Hugging Face's rotate_half order, kept by GGUF for NEOX architectures).
+  bool neox = false;
+  // Optional [rope_dim / 2] divisors of each pair's frequency (llama.cpp's rope_freqs: Llama 3
+  // scaling, Phi-3 longrope's long/short factors); nullptr = all 1. Borrowed, must outlive calls.
+  const float* freq_factors = nullptr;
+  // Multiplies cos and sin (llama.cpp's attn_factor; Phi-3 longrope's attention factor).
+  float attn_factor = 1.0f;
 };
 
-// Rotates x [n, n_heads, head_dim] in place: for each head, pair (2i, 2i+1), i < rope_dim/2,
-// turns by pos * freq_scale * freq_base^(-2i / rope_dim) with pos = positions[row] (int32).
+// Rotates x [n, n_heads, head_dim] in place: for each head, pair i < rope_dim/2 ((2i, 2i+1), or
+// (i, i + rope_dim/2) when neox) turns by pos * freq_scale * freq_base^(-2i / rope_dim) /
+// freq_factors[i] with pos = positions[row] (int32), cos and sin scaled by attn_factor.
 // Angles, cos and sin are computed in double (once per row, shared by the heads), so large
 // positions lose no accuracy; llama.cpp's float angles differ by ~1e-4 relative at 10^4.
 void Rope(const RopeConfig& config, const int32_t* positions, int64_t n, float* x);
 
 // Rotates every row of x [n, n_heads, head_dim] by the same position delta (may be negative):
-// Rope at p then RopeShift by d equals Rope at p + d up to float rounding. For re-rotating
+// Rope at p then RopeShift by d equals Rope at p + d up to float rounding. attn_factor is not
+// applied (the cached keys already carry it once). For re-rotating
 // cached keys after a sliding-window shift: one kv head of a cache block, [block_size,
 // head_dim], is x with n = block_size and n_heads = 1.
 void RopeShift(const RopeConfig& config, int32_t delta, int64_t n, float* x);

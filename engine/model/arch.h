@@ -1,0 +1,61 @@
+// One table per model architecture: what the single causal-LM forward pass (LlamaModel) must do
+// differently for it, and the names of its tensors in GGUF and Hugging Face checkpoints. Adding
+// an architecture is a new table here (plus the hyperparameters it reads in model_config.cc and
+// a reference test), not a new forward pass.
+#ifndef TEXTGEN_ENGINE_MODEL_ARCH_H_
+#define TEXTGEN_ENGINE_MODEL_ARCH_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/types/span.h"
+
+namespace textgen {
+
+// A per-layer tensor: its GGUF name after "blk.N." and its Hugging Face name after
+// "model.layers.N.".
+struct LayerTensorName {
+  const char* gguf;
+  const char* hf;
+};
+
+enum class FfnActivation { kSilu, kGeluTanh };
+
+struct ArchSpec {
+  const char* gguf_arch;                      // general.architecture
+  absl::Span<const char* const> hf_types;     // config.json model_type values
+  absl::Span<const LayerTensorName> tensors;  // every per-layer tensor the arch may have
+  // RoPE pairs (i, i + d/2) on q/k rows as Hugging Face stores them (llama.cpp's NEOX). false:
+  // GGUF's interleaved pairs (2i, 2i+1), which Hugging Face Llama rows are permuted into.
+  bool rope_neox = false;
+  bool qkv_bias = false;       // attn_q/k/v.bias
+  bool qk_norm = false;        // RMSNorm of each q and k head before RoPE
+  bool fused_qkv = false;      // attn_qkv [q; k; v rows] instead of attn_q, attn_k, attn_v
+  bool fused_gate_up = false;  // ffn_up [gate; up rows], no ffn_gate
+  bool post_norms = false;     // post_attention_norm / post_ffw_norm on each block's output
+  bool embed_scale = false;    // embeddings x sqrt(n_embd)
+  // Hugging Face stores RMSNorm weights as w for a (1 + w) norm; GGUF already holds w + 1.
+  bool hf_norm_plus_one = false;
+  FfnActivation ffn_act = FfnActivation::kSilu;
+  // Sliding-window layers: every layer l with l % period < period - 1 (llama.cpp's
+  // set_swa_pattern) when the config has a window but no per-layer list; 0 = no SWA layers.
+  int swa_period = 0;
+  // Hyperparameters read besides the common ones (model_config.cc): soft-capping, window, a
+  // separate RoPE base for the local layers, longrope factors.
+  bool reads_softcap = false;
+  bool reads_window = false;
+  bool reads_swa_rope_base = false;
+  bool reads_longrope = false;
+  bool gemma_query_scale = false;  // attention scale from query_pre_attn_scalar
+};
+
+// The table for a GGUF general.architecture, or nullptr.
+const ArchSpec* FindArchByGguf(std::string_view name);
+// The table for a config.json model_type, or nullptr.
+const ArchSpec* FindArchByHfType(std::string_view model_type);
+// "llama, qwen2, ..." for error messages.
+std::string SupportedArchitectures();
+
+}  // namespace textgen
+
+#endif  // TEXTGEN_ENGINE_MODEL_ARCH_H_

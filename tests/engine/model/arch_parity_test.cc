@@ -1,0 +1,142 @@
+// Every architecture against llama.cpp (../shared/reference/arch/*.greedy.json): greedy ids
+// token-exact for the whole length and logprobs within 1e-3 with F32 compute, from the GGUF
+// and from the Hugging Face directory of each model (both start from prompt_ids: the two
+// tokenize other texts differently, see models/arch/README.md); a BF16-compute smoke; the
+// sharded-safetensors path.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engine/model/llama_model.h"
+#include "engine/model/model.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
+
+namespace textgen {
+namespace {
+namespace fs = std::filesystem;
+
+struct ArchCase {
+  const char* model;      // under $TEXTGEN_MODELS/arch, without .gguf / -hf
+  const char* reference;  // under the reference folder's arch/
+};
+
+// The Gemmas' exact-GELU references: this engine computes GELU exactly (see the README).
+const ArchCase kCases[] = {
+    {"llama-rope-llama3", "llama-rope-llama3.greedy.json"},
+    {"llama-rope-linear", "llama-rope-linear.greedy.json"},
+    {"qwen2", "qwen2.greedy.json"},
+    {"qwen3", "qwen3.greedy.json"},
+    {"qwen3-hd32", "qwen3-hd32.greedy.json"},
+    {"phi3", "phi3.greedy.json"},
+    {"gemma2", "gemma2.exact-gelu.greedy.json"},
+    {"gemma3", "gemma3.exact-gelu.greedy.json"},
+};
+
+std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, KvType type) {
+  KvCacheOptions o;
+  o.n_layers = c.n_layers;
+  o.n_kv_heads = c.n_kv_heads;
+  o.head_dim = c.head_dim;
+  o.block_size = 16;
+  o.num_blocks = 64;
+  o.type = type;
+  auto cache = KvCache::Create(o);
+  REQUIRE(cache.ok());
+  return std::move(cache).value();
+}
+
+struct Result {
+  int tokens = 0, exact = 0;  // generated tokens compared, and how many equal the reference
+  double max_logprob_diff = 0;
+};
+
+// Greedy decoding from each case's prompt_ids; stops comparing a case at its first wrong id.
+Result RunReference(const std::string& model_path, const std::string& reference,
+                    const ModelOptions& mo, KvType kv_type) {
+  auto model = Model::Load(model_path, mo);
+  INFO(model_path);
+  REQUIRE(model.ok());
+  LlamaModel& m = (*model)->llama();
+  auto cache = MakeCache(m.config(), kv_type);
+  const nlohmann::json ref =
+      nlohmann::json::parse(testing::ReadFile(testing::ReferenceDir() + "/arch/" + reference));
+  Result r;
+  const int vocab = m.config().n_vocab;
+  for (const auto& rc : ref["cases"]) {
+    std::vector<int32_t> tokens = rc["prompt_ids"].get<std::vector<int32_t>>();
+    const std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
+    BlockTable table;
+    std::vector<float> logits;
+    ForwardSeq f{tokens, &table, 0, false};
+    REQUIRE(m.Forward(*cache, absl::MakeSpan(&f, 1), &logits).ok());
+    for (size_t i = 0; i < want.size(); ++i) {
+      REQUIRE(logits.size() == static_cast<size_t>(vocab));
+      int best = 0;
+      for (int v = 1; v < vocab; ++v) {
+        if (logits[v] > logits[best]) best = v;
+      }
+      double sum = 0;
+      for (int v = 0; v < vocab; ++v) sum += std::exp(double{logits[v]} - logits[best]);
+      const double logprob = -std::log(sum);
+      ++r.tokens;
+      if (best != want[i]) break;
+      ++r.exact;
+      r.max_logprob_diff =
+          std::max(r.max_logprob_diff, std::abs(logprob - rc["steps"][i]["logprob"].get<double>()));
+      const int32_t next = best;
+      ForwardSeq step{absl::MakeConstSpan(&next, 1), &table,
+                      static_cast<int32_t>(tokens.size() + i), false};
+      REQUIRE(m.Forward(*cache, absl::MakeSpan(&step, 1), &logits).ok());
+    }
+    cache->Free(table);
+  }
+  return r;
+}
+
+int TotalTokens(const std::string& reference) {
+  const nlohmann::json ref =
+      nlohmann::json::parse(testing::ReadFile(testing::ReferenceDir() + "/arch/" + reference));
+  int n = 0;
+  for (const auto& rc : ref["cases"]) n += static_cast<int>(rc["generated_ids"].size());
+  return n;
+}
+
+TEST_CASE("every architecture matches llama.cpp token for token with F32 compute", "[parity]") {
+  for (const ArchCase& ac : kCases) {
+    for (const char* format : {".gguf", "-hf"}) {
+      const std::string name = std::string(ac.model) + format;
+      SECTION(name) {
+        const Result r =
+            RunReference(testing::ModelPath("arch/" + name), ac.reference, {}, KvType::kF32);
+        const int total = TotalTokens(ac.reference);
+        WARN(name << ": " << r.exact << "/" << total << " ids exact, max |logprob diff| "
+                  << r.max_logprob_diff);
+        CHECK(r.exact == total);
+        CHECK(r.max_logprob_diff < 1e-3);
+      }
+    }
+  }
+}
+
+TEST_CASE("every architecture stays close with BF16 compute and a BF16 cache", "[parity]") {
+  ModelOptions mo;
+  mo.llama.linear.compute = ops::LinearCompute::kBf16;
+  for (const ArchCase& ac : kCases) {
+    const std::string name = std::string(ac.model) + "-hf";
+    SECTION(name) {
+      const Result r =
+          RunReference(testing::ModelPath("arch/" + name), ac.reference, mo, KvType::kBf16);
+      WARN(name << " bf16: first " << r.exact << " ids exact of " << TotalTokens(ac.reference)
+                << ", max |logprob diff| there " << r.max_logprob_diff);
+      // Not exact (BF16 weights and activations): most of the text, and close logprobs.
+      CHECK(r.exact >= TotalTokens(ac.reference) / 2);
+      CHECK(r.max_logprob_diff < 0.1);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace textgen
