@@ -45,25 +45,28 @@ struct Pool {
   }
 };
 
+// start, scale (0 = 1/sqrt(head_dim)) and softcap as in AttentionShape / PagedAttention.
 std::vector<double> RefAttention(Pool& pool, int64_t layer, const std::vector<float>& q,
-                                 int64_t n_ctx) {
+                                 int64_t n_ctx, int64_t start = 0) {
   const AttentionShape& s = pool.shape;
   const int64_t group = s.n_heads / s.n_kv_heads;
   std::vector<double> out(s.n_heads * s.head_dim, 0.0);
   for (int64_t i = 0; i < s.n_heads; ++i) {
     const int64_t h = i / group;
-    std::vector<double> sc(n_ctx);
+    std::vector<double> sc(n_ctx, -INFINITY);
     double max = -INFINITY;
-    for (int64_t t = 0; t < n_ctx; ++t) {
+    const double scale = s.scale > 0 ? s.scale : 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+    for (int64_t t = start; t < n_ctx; ++t) {
       double d = 0.0;
       for (int64_t k = 0; k < s.head_dim; ++k)
         d += q[i * s.head_dim + k] * pool.KAt(t, h, k, layer);
-      sc[t] = d / std::sqrt(static_cast<double>(s.head_dim));
+      sc[t] = d * scale;
+      if (s.softcap > 0) sc[t] = s.softcap * std::tanh(sc[t] / s.softcap);
       max = std::max(max, sc[t]);
     }
     double sum = 0.0;
     for (double& v : sc) sum += (v = std::exp(v - max));
-    for (int64_t t = 0; t < n_ctx; ++t) {
+    for (int64_t t = start; t < n_ctx; ++t) {
       for (int64_t k = 0; k < s.head_dim; ++k) {
         out[i * s.head_dim + k] += sc[t] / sum * pool.VRow(t, h, layer)[k];
       }
@@ -121,6 +124,72 @@ TEST_CASE("PagedAttention matches a naive reference (GQA, several block sizes)")
       for (size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == Approx(ref[i]).margin(2e-5));
     }
   }
+}
+
+TEST_CASE("PagedAttention with a window start, a scale and soft-capping matches the reference") {
+  // Window starts inside a block, on a block boundary and at the last slot; Gemma-like scale and
+  // soft-cap; both F32 and BF16 tiles (the BF16 result must equal the F32 op on widened tiles).
+  const AttentionShape shapes[] = {
+      {.n_heads = 8,
+       .n_kv_heads = 4,
+       .head_dim = 16,
+       .block_size = 16,
+       .scale = 0.25f,
+       .softcap = 2.0f},
+      {.n_heads = 8, .n_kv_heads = 2, .head_dim = 64, .block_size = 32, .scale = 0.05f},
+      {.n_heads = 6, .n_kv_heads = 2, .head_dim = 12, .block_size = 7, .softcap = 0.5f},
+      {.n_heads = 4, .n_kv_heads = 4, .head_dim = 8, .block_size = 40},
+  };
+  for (const AttentionShape& shape : shapes) {
+    for (const auto& [n_ctx, start] : std::vector<std::pair<int64_t, int64_t>>{
+             {100, 84}, {100, 0}, {64, 32}, {17, 16}, {130, 3}, {9, 8}, {200, 199}}) {
+      INFO("hd " << shape.head_dim << " bs " << shape.block_size << " n_ctx " << n_ctx << " start "
+                 << start);
+      Pool pool;
+      pool.shape = shape;
+      const int64_t n_blocks = (n_ctx + shape.block_size - 1) / shape.block_size;
+      pool.data = Random(n_blocks * pool.BlockFloats(), 3 + n_ctx + start, -2.0f, 2.0f);
+      for (int64_t b = 0; b < n_blocks; ++b) pool.order.push_back(n_blocks - 1 - b);
+      std::vector<const float*> kb, vb;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        // Blocks wholly before the window are never read: pass null for them.
+        const bool before = (b + 1) * shape.block_size <= start;
+        kb.push_back(before ? nullptr : pool.K(pool.order[b], 0));
+        vb.push_back(before ? nullptr : pool.V(pool.order[b], 0));
+      }
+      const std::vector<float> q = Random(shape.n_heads * shape.head_dim, 9 + n_ctx, -3.0f, 3.0f);
+      std::vector<float> out(q.size(), NAN);
+      REQUIRE(PagedAttention(shape, q.data(), kb, vb, n_ctx, out.data(), start).ok());
+      const std::vector<double> ref = RefAttention(pool, 0, q, n_ctx, start);
+      for (size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == Approx(ref[i]).margin(2e-5));
+
+      // BF16 tiles: the same op on the rounded values.
+      std::vector<uint16_t> data16(pool.data.size());
+      for (size_t i = 0; i < data16.size(); ++i) data16[i] = F32ToBF16(pool.data[i]);
+      for (size_t i = 0; i < data16.size(); ++i) pool.data[i] = BF16ToF32(data16[i]);
+      std::vector<const uint16_t*> kb16, vb16;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const int64_t off16 = kb[b] == nullptr ? -1 : kb[b] - pool.data.data();
+        kb16.push_back(off16 < 0 ? nullptr : data16.data() + off16);
+        vb16.push_back(off16 < 0 ? nullptr : data16.data() + (vb[b] - pool.data.data()));
+      }
+      std::vector<float> out16(q.size(), NAN), out32(q.size(), NAN);
+      REQUIRE(PagedAttention(shape, q.data(), kb16, vb16, n_ctx, out16.data(), start).ok());
+      REQUIRE(PagedAttention(shape, q.data(), kb, vb, n_ctx, out32.data(), start).ok());
+      for (size_t i = 0; i < out.size(); ++i) REQUIRE(out16[i] == Approx(out32[i]).margin(1e-6));
+    }
+  }
+  const AttentionShape shape{.n_heads = 2, .n_kv_heads = 1, .head_dim = 8, .block_size = 4};
+  std::vector<float> q(16, 0.0f), out(16), tile(64, 0.0f);
+  std::vector<const float*> blocks = {tile.data(), tile.data()};
+  CHECK(PagedAttention(shape, q.data(), blocks, blocks, 8, out.data(), 8).code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(PagedAttention(shape, q.data(), blocks, blocks, 8, out.data(), -1).code() ==
+        absl::StatusCode::kInvalidArgument);
+  AttentionShape bad = shape;
+  bad.softcap = -1.0f;
+  CHECK(PagedAttention(bad, q.data(), blocks, blocks, 8, out.data()).code() ==
+        absl::StatusCode::kInvalidArgument);
 }
 
 // The shapes of the F32 test, fewer lengths: BF16 tiles go through the same kernels.

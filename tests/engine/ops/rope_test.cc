@@ -22,12 +22,15 @@ std::vector<double> RefRope(const RopeConfig& c, const std::vector<int32_t>& pos
     for (int64_t h = 0; h < c.n_heads; ++h) {
       double* v = out.data() + (r * c.n_heads + h) * c.head_dim;
       for (int64_t i = 0; i < c.rope_dim / 2; ++i) {
-        const double theta =
+        double theta =
             pos[r] * static_cast<double>(c.freq_scale) *
             std::pow(static_cast<double>(c.freq_base), -2.0 * i / static_cast<double>(c.rope_dim));
-        const double x0 = v[2 * i], x1 = v[2 * i + 1];
-        v[2 * i] = x0 * std::cos(theta) - x1 * std::sin(theta);
-        v[2 * i + 1] = x0 * std::sin(theta) + x1 * std::cos(theta);
+        if (c.freq_factors != nullptr) theta /= c.freq_factors[i];
+        // NEOX pairs dims (i, i + rope_dim/2), the normal layout (2i, 2i+1).
+        const int64_t a = c.neox ? i : 2 * i, b = c.neox ? i + c.rope_dim / 2 : 2 * i + 1;
+        const double x0 = v[a], x1 = v[b], m = c.attn_factor;
+        v[a] = m * (x0 * std::cos(theta) - x1 * std::sin(theta));
+        v[b] = m * (x0 * std::sin(theta) + x1 * std::cos(theta));
       }
     }
   }
@@ -53,6 +56,51 @@ TEST_CASE("Rope matches a double reference, partial rope_dim leaves the rest") {
     for (int64_t r = 0; r < n * c.n_heads; ++r) {
       for (int64_t d = c.rope_dim; d < c.head_dim; ++d) {
         REQUIRE(x[r * c.head_dim + d] == x0[r * c.head_dim + d]);
+      }
+    }
+  }
+}
+
+TEST_CASE("NEOX Rope with frequency factors and an attention factor matches the reference") {
+  const float factors[] = {1.0f, 1.0f, 2.3391166f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f};
+  const RopeConfig configs[] = {
+      {.n_heads = 4, .head_dim = 16, .rope_dim = 16, .neox = true},
+      {.n_heads = 2, .head_dim = 32, .rope_dim = 16, .neox = true, .freq_factors = factors},
+      {.n_heads = 3, .head_dim = 16, .rope_dim = 16, .freq_factors = factors},
+      {.n_heads = 2,
+       .head_dim = 16,
+       .rope_dim = 16,
+       .freq_base = 1e6f,
+       .freq_scale = 0.125f,
+       .neox = true,
+       .freq_factors = factors,
+       .attn_factor = 1.19f},
+  };
+  const std::vector<int32_t> pos = {0, 1, 5, 300, 4095};
+  for (const RopeConfig& c : configs) {
+    const int64_t n = static_cast<int64_t>(pos.size());
+    std::vector<float> x = Random(n * c.n_heads * c.head_dim, 3 + c.head_dim);
+    const std::vector<double> ref = RefRope(c, pos, x);
+    Rope(c, pos.data(), n, x.data());
+    for (size_t i = 0; i < x.size(); ++i) REQUIRE(x[i] == Approx(ref[i]).margin(2e-5));
+    // The shift of transposed keys composes with the same pairing and factors (no attention
+    // factor: cached keys carry it once): Rope at p, shifted by -d, equals Rope at p - d.
+    if (c.attn_factor != 1.0f) continue;
+    const int64_t ld = 8, slots = 5;
+    std::vector<float> rows = Random(slots * c.n_heads * c.head_dim, 11);
+    std::vector<int32_t> p(slots, 40), p2(slots, 40 - 17);
+    std::vector<float> want = rows;
+    Rope(c, p2.data(), slots, want.data());
+    Rope(c, p.data(), slots, rows.data());
+    std::vector<float> kt(c.n_heads * c.head_dim * ld, 0.0f);
+    for (int64_t r = 0; r < slots; ++r) {
+      for (int64_t e = 0; e < c.n_heads * c.head_dim; ++e)
+        kt[e * ld + r] = rows[r * c.n_heads * c.head_dim + e];
+    }
+    RopeShiftTransposed(c, -17, slots, ld, kt.data());
+    for (int64_t r = 0; r < slots; ++r) {
+      for (int64_t e = 0; e < c.n_heads * c.head_dim; ++e) {
+        REQUIRE(kt[e * ld + r] == Approx(want[r * c.n_heads * c.head_dim + e]).margin(1e-5));
       }
     }
   }
