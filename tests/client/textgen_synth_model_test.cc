@@ -231,7 +231,7 @@ TEST_CASE("textgen-synth-model writes each architecture's layout, which loads an
     REQUIRE(gguf.ok());
     const GgufValue* arch = (*gguf)->Find("general.architecture");
     REQUIRE(arch != nullptr);
-    CHECK(arch->str == layout.arch);
+    CHECK(std::get<std::string>(arch->scalar) == layout.arch);
     for (const std::string& name : layout.present) CHECK((*gguf)->FindTensor(name) != nullptr);
     for (const GgufTensorInfo& t : (*gguf)->tensors()) {
       for (const std::string& name : layout.absent) {
