@@ -84,7 +84,7 @@ TEST_CASE("every architecture family streams through the server and stops at its
     ServerProcess server(o);
     auto stub = NewStub(server);
     const v1::ModelInfo info = GetInfo(*stub);
-    CHECK(std::find(info.eog_ids().begin(), info.eog_ids().end(), eog) != info.eog_ids().end());
+    CHECK(std::find(info.eog_token_ids().begin(), info.eog_token_ids().end(), eog) != info.eog_token_ids().end());
 
     v1::GenerateRequest req;
     req.mutable_prompt_ids()->Add(ref.prompt_ids.begin(), ref.prompt_ids.end());
