@@ -57,6 +57,10 @@ done
 # machine type). Many streams: stories110M F32, 128-token prompts, 128 new tokens each.
 rows=("stories15M f32 13500 680" "stories110M f32 1300 94" "stories110M q8_0 1400 255"
       "tinyllama-1.1b f16 181 20.7")
+# The families users run, at their real shapes and vocabularies, in BF16 as published (no
+# llama.cpp figures measured yet: "-"). --quick keeps only the smallest, to check the path.
+family_rows=("qwen2.5-0.5b bf16 - -" "qwen3-0.6b bf16 - -" "llama-3.2-1b bf16 - -"
+             "gemma-3-1b bf16 - -" "phi-3.5-mini bf16 - -")
 stream_counts="1 4 8 16"
 stream_refs="1:118,4:255,8:358,16:488"
 
@@ -65,6 +69,7 @@ bench_flags=()
 bandwidth_flags=()
 server_flags=(--requests-per-stream 4)
 if [ "$quick" = 1 ]; then
+  family_rows=("${family_rows[0]}")
   bench_flags=(--repeats 1 --new-tokens 16 --beam-tokens 32)
   bandwidth_flags=(--bandwidth-mib 256)
   server_flags=(--requests-per-stream 1)
@@ -87,8 +92,10 @@ else
   [ -x "$synth" ] || die "$synth not found: it makes the synthetic models (build it, e.g.
   ninja -C build textgen-synth-model), or benchmark existing files with --model PATH"
   mkdir -p "$bench_models"
-  for row in "${rows[@]}"; do
+  for row in "${rows[@]}" "${family_rows[@]}"; do
     read -r shape type prefill decode <<<"$row"
+    [ "$prefill" = - ] && prefill=""
+    [ "$decode" = - ] && decode=""
     path="$bench_models/$shape-$type.gguf"
     if [ ! -f "$path" ]; then
       echo "bench.sh: making $path" >&2

@@ -1,7 +1,7 @@
-// textgen-synth-model: writes a Llama GGUF of a realistic size with synthetic weights, so speed
-// can be measured on TinyLlama-sized models without downloading them (like vLLM's dummy
-// weights). The tokenizer is copied from a vocab GGUF, so prompts tokenize as with the real
-// model; the generated text is of course noise.
+// textgen-synth-model: writes a GGUF of a real model's shape (Llama, Qwen2/3, Phi-3, Gemma 3)
+// with synthetic weights, so speed can be measured on the models users run without downloading
+// them (like vLLM's dummy weights). The tokenizer is copied from a vocab GGUF, so prompts tokenize
+// as with the real model; the generated text is of course noise.
 //
 //   textgen-synth-model --shape NAME --type f32|f16|bf16|q8_0 --out PATH [--vocab GGUF] [--seed N]
 #include <sys/stat.h>
@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/synth/synth_layout.h"
 #include "engine/format/dtype.h"
 #include "engine/format/gguf_file.h"
 #include "engine/format/gguf_writer.h"
@@ -28,48 +29,35 @@
 namespace textgen {
 namespace {
 
-constexpr char kUsage[] = R"(textgen-synth-model: write a Llama GGUF with synthetic weights.
+constexpr char kUsage[] =
+    R"(textgen-synth-model: write a GGUF of a real shape with synthetic weights.
 
 Usage:
   textgen-synth-model --shape NAME --type TYPE --out PATH [--vocab GGUF] [--seed N]
-  textgen-synth-model --shape custom --dim D --layers L --heads H [--kv-heads K] --ffn F
-                      [--ctx C] --type TYPE --out PATH
+  textgen-synth-model --shape custom [--arch A] --dim D --layers L --heads H [--kv-heads K]
+                      [--head-dim N] --ffn F [--ctx C] --type TYPE --out PATH
 
-  --shape NAME    stories15M, stories42M, stories110M, tinyllama-1.1b, or custom
-  --type TYPE     f32, f16, bf16 or q8_0 for every matrix (norm vectors stay f32)
+  --shape NAME    stories15M, stories42M, stories110M, tinyllama-1.1b (llama, Llama 2 vocab);
+                  llama-3.2-1b (Llama 3 rope scaling), qwen2.5-0.5b, qwen3-0.6b, phi-3.5-mini
+                  (longrope), gemma-3-1b (sliding window), each with its family's vocab; or custom
+  --type TYPE     f32, f16, bf16 or q8_0 for every matrix (norm and bias vectors stay f32)
   --out PATH      the GGUF file to write (written to PATH.tmp, then renamed)
   --vocab GGUF    tokenizer source; every tokenizer.* key is copied and its token count is the
-                  vocab size (default: $TEXTGEN_MODELS/vocab/ggml-vocab-llama-spm.gguf, else
-                  ../shared/models/vocab/..., else models/vocab/...)
+                  vocab size (default: the shape's vocab file, ggml-vocab-llama-spm.gguf for
+                  custom, in $TEXTGEN_MODELS/vocab/, else ../shared/models/vocab/, else
+                  models/vocab/)
   --seed N        weights are a pure function of the seed and the tensor name (default 1)
-  --dim, --layers, --heads, --kv-heads (default: --heads), --ffn, --ctx (default 2048):
-                  the shape with --shape custom
+  --arch A        llama (default), qwen2, qwen3, phi3 or gemma3: the layout with --shape custom
+  --dim, --layers, --heads, --kv-heads (default: --heads), --head-dim (default: dim / heads),
+  --ffn, --ctx (default 2048): the shape with --shape custom
 
 Matrices hold approximately normal values with mean 0 and standard deviation 0.02 (the sum of
 four uniforms, so bounded by +-0.07); norm weights are 1.
 )";
 
-struct Shape {
-  std::string name;
-  int dim = 0;
-  int layers = 0;
-  int heads = 0;
-  int kv_heads = 0;
-  int ffn = 0;
-  int ctx = 0;
-};
-
-// The Llama shapes people benchmark: llama2.c's TinyStories models and TinyLlama 1.1B.
-const Shape kShapes[] = {
-    {"stories15M", 288, 6, 6, 6, 768, 256},
-    {"stories42M", 512, 8, 8, 8, 1376, 1024},
-    {"stories110M", 768, 12, 12, 12, 2048, 1024},
-    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048},
-};
-
 struct Args {
   std::string shape_name;
-  Shape shape;
+  SynthShape shape;
   std::string type_name;
   DType type = DType::kF32;
   std::string out;
@@ -96,42 +84,19 @@ bool FileExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::string DefaultVocab() {
-  constexpr char kName[] = "/vocab/ggml-vocab-llama-spm.gguf";
+std::string DefaultVocab(const std::string& file) {
+  const std::string name = "/vocab/" + file;
   const char* dir = std::getenv("TEXTGEN_MODELS");
-  if (dir != nullptr && *dir != '\0') return std::string(dir) + kName;
+  if (dir != nullptr && *dir != '\0') return std::string(dir) + name;
   // Same fallbacks as scripts/demo.sh: the shared models beside the checkout, then models/.
-  const std::string shared = std::string("../shared/models") + kName;
-  return FileExists(shared) ? shared : std::string("models") + kName;
-}
-
-// Checks the shape flags against each other and the type; messages name the flag at fault.
-void ValidateShape(const Shape& s, DType type) {
-  if (s.dim % s.heads != 0) {
-    BadFlag(absl::StrCat("--heads: ", s.heads, " does not divide --dim ", s.dim));
-  }
-  if (s.heads % s.kv_heads != 0) {
-    BadFlag(absl::StrCat("--kv-heads: ", s.kv_heads, " does not divide --heads ", s.heads));
-  }
-  if ((s.dim / s.heads) % 2 != 0) {
-    BadFlag(absl::StrCat("--heads: head size --dim / --heads = ", s.dim / s.heads,
-                         " must be even for RoPE"));
-  }
-  if (type == DType::kQ8_0) {
-    // Q8_0 blocks of 32 run along rows: dim for most matrices, ffn for ffn_down.
-    if (s.dim % kQ8_0BlockSize != 0) {
-      BadFlag(absl::StrCat("--dim: ", s.dim, " must be a multiple of 32 for --type q8_0"));
-    }
-    if (s.ffn % kQ8_0BlockSize != 0) {
-      BadFlag(absl::StrCat("--ffn: ", s.ffn, " must be a multiple of 32 for --type q8_0"));
-    }
-  }
+  const std::string shared = "../shared/models" + name;
+  return FileExists(shared) ? shared : "models" + name;
 }
 
 Args ParseArgs(int argc, char** argv) {
   Args a;
-  a.vocab = DefaultVocab();
-  std::optional<int> dim, layers, heads, kv_heads, ffn, ctx;
+  std::optional<int> dim, layers, heads, kv_heads, head_dim, ffn, ctx;
+  std::optional<std::string> arch;
   std::string first_shape_flag;
   bool has_type = false;
   for (int i = 1; i < argc; ++i) {
@@ -180,6 +145,11 @@ Args ParseArgs(int argc, char** argv) {
       shape_flag(heads);
     } else if (flag == "--kv-heads") {
       shape_flag(kv_heads);
+    } else if (flag == "--head-dim") {
+      shape_flag(head_dim);
+    } else if (flag == "--arch") {
+      arch = value();
+      if (first_shape_flag.empty()) first_shape_flag = flag;
     } else if (flag == "--ffn") {
       shape_flag(ffn);
     } else if (flag == "--ctx") {
@@ -198,16 +168,18 @@ Args ParseArgs(int argc, char** argv) {
       return *v;
     };
     a.shape.name = "custom";
+    a.shape.arch = arch.value_or("llama");
     a.shape.dim = required(dim, "--dim");
     a.shape.layers = required(layers, "--layers");
     a.shape.heads = required(heads, "--heads");
     a.shape.kv_heads = kv_heads.value_or(a.shape.heads);
+    a.shape.head_dim = head_dim.value_or(0);
     a.shape.ffn = required(ffn, "--ffn");
     a.shape.ctx = ctx.value_or(2048);
   } else {
-    const Shape* found = nullptr;
+    const SynthShape* found = nullptr;
     std::string names;
-    for (const Shape& s : kShapes) {
+    for (const SynthShape& s : SynthShapes()) {
       if (s.name == a.shape_name) found = &s;
       absl::StrAppend(&names, s.name, ", ");
     }
@@ -220,71 +192,11 @@ Args ParseArgs(int argc, char** argv) {
     }
     a.shape = *found;
   }
-  ValidateShape(a.shape, a.type);
-  return a;
-}
-
-// Counter-based generator: element i of a tensor is a pure function of (seed, name, i), so
-// files of different types written with one seed hold the same underlying values, and chunks
-// can be generated in any order. About 1.3 ns per value (scalar), well under the cost of
-// writing the bytes.
-uint64_t Mix64(uint64_t z) {  // splitmix64's finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
-
-uint64_t TensorKey(uint64_t seed, std::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the name
-  for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
-  return Mix64((seed * kGolden) ^ h);
-}
-
-constexpr float kStd = 0.02f;
-// Each 16-bit uniform on {0..65535} has variance (65536^2 - 1) / 12; the sum of four has mean
-// 4 * 65535 / 2 = 131070 and four times that variance.
-const float kNormalScale = static_cast<float>(kStd / std::sqrt(4.0 * (65536.0 * 65536.0 - 1) / 12));
-
-// Writes elements [first, first + n) of the tensor keyed `key` into `out` [n].
-void FillNormal(uint64_t key, uint64_t first, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint64_t z = Mix64(key + (first + static_cast<uint64_t>(i) + 1) * kGolden);
-    const uint32_t sum = static_cast<uint32_t>((z & 0xffff) + ((z >> 16) & 0xffff) +
-                                               ((z >> 32) & 0xffff) + (z >> 48));
-    // sum < 2^18, so the int32 -> float conversion and the subtraction are exact.
-    out[i] = static_cast<float>(static_cast<int32_t>(sum) - 131070) * kNormalScale;
+  if (absl::Status st = ValidateSynthShape(a.shape, a.type); !st.ok()) {
+    BadFlag(std::string(st.message()));
   }
-}
-
-// A matrix [rows, cols] of `type`, generated and converted a chunk of whole rows at a time
-// while the writer streams the file.
-absl::Status AddRandomMatrix(GgufWriter& w, const std::string& name, DType type, int64_t rows,
-                             int64_t cols, uint64_t seed) {
-  const uint64_t key = TensorKey(seed, name);
-  GgufTensorFiller fill = [=](GgufTensorSink& sink) -> absl::Status {
-    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 18) / cols);
-    std::vector<float> values;  // [chunk_rows, cols]
-    std::vector<uint8_t> bytes;
-    for (int64_t r = 0; r < rows; r += chunk_rows) {
-      const int64_t n = std::min(chunk_rows, rows - r) * cols;
-      values.resize(n);
-      FillNormal(key, static_cast<uint64_t>(r * cols), values.data(), n);
-      TG_ASSIGN_OR_RETURN(size_t num_bytes, RowBytes(type, n));
-      bytes.resize(num_bytes);
-      TG_RETURN_IF_ERROR(FromF32(type, values, absl::MakeSpan(bytes)));
-      TG_RETURN_IF_ERROR(sink.Append(bytes.data(), bytes.size()));
-    }
-    return absl::OkStatus();
-  };
-  return w.AddTensor(name, type, {cols, rows}, std::move(fill));
-}
-
-absl::Status AddOnes(GgufWriter& w, const std::string& name, int64_t n) {
-  std::vector<float> ones(n, 1.0f);  // [n]
-  return w.AddTensor(name, DType::kF32, {n},
-                     absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(ones.data()),
-                                         ones.size() * sizeof(float)));
+  if (a.vocab.empty()) a.vocab = DefaultVocab(a.shape.vocab);
+  return a;
 }
 
 // llama.cpp's general.file_type (LLAMA_FTYPE_*), so llama.cpp can load the file too.
@@ -324,56 +236,22 @@ std::unique_ptr<GgufFile> OpenVocab(const std::string& path) {
 absl::StatusOr<Written> WriteModel(const Args& a, const GgufFile& vocab) {
   const GgufValue* tokens = vocab.Find("tokenizer.ggml.tokens");
   const int64_t n_vocab = static_cast<int64_t>(tokens->array.size());
-  const Shape& s = a.shape;
-  const int64_t d = s.dim, ff = s.ffn, head_dim = s.dim / s.heads;
-  const int64_t q_dim = int64_t{s.heads} * head_dim, kv_dim = int64_t{s.kv_heads} * head_dim;
+  const SynthShape& s = a.shape;
 
   GgufWriter w;
-  w.SetString("general.architecture", "llama");
+  w.SetString("general.architecture", s.arch);
   w.SetString("general.name", absl::StrCat("synthetic ", s.name, " ", a.type_name));
   w.SetUint32("general.file_type", FileType(a.type));
   if (a.type == DType::kQ8_0) w.SetUint32("general.quantization_version", 2);
-  w.SetUint32("llama.context_length", s.ctx);
-  w.SetUint32("llama.embedding_length", s.dim);
-  w.SetUint32("llama.block_count", s.layers);
-  w.SetUint32("llama.feed_forward_length", s.ffn);
-  w.SetUint32("llama.attention.head_count", s.heads);
-  w.SetUint32("llama.attention.head_count_kv", s.kv_heads);
-  w.SetUint32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
-  w.SetFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.SetFloat32("llama.rope.freq_base", 10000.0f);
-  w.SetUint32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  SetSynthHyperparameters(w, s, n_vocab);
   for (const auto& [key, value] : vocab.metadata()) {
     if (key.starts_with("tokenizer.")) w.Set(key, value);
   }
 
   Written out;
-  // Matrices are [out, in] (rows of `in` values), as engine/model/llama_model.cc loads them.
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    out.params += rows * cols;
-    return AddRandomMatrix(w, name, a.type, rows, cols, a.seed);
-  };
-  auto norm = [&](const std::string& name) {
-    out.params += d;
-    return AddOnes(w, name, d);
-  };
-  // Forward-pass order, so a cold mmap reads the file front to back.
-  TG_RETURN_IF_ERROR(matrix("token_embd.weight", n_vocab, d));
-  for (int l = 0; l < s.layers; ++l) {
-    const std::string p = absl::StrCat("blk.", l, ".");
-    TG_RETURN_IF_ERROR(norm(p + "attn_norm.weight"));
-    TG_RETURN_IF_ERROR(matrix(p + "attn_q.weight", q_dim, d));
-    TG_RETURN_IF_ERROR(matrix(p + "attn_k.weight", kv_dim, d));
-    TG_RETURN_IF_ERROR(matrix(p + "attn_v.weight", kv_dim, d));
-    TG_RETURN_IF_ERROR(matrix(p + "attn_output.weight", d, q_dim));
-    TG_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));
-    TG_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", ff, d));
-    TG_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", ff, d));
-    TG_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", d, ff));
-  }
-  TG_RETURN_IF_ERROR(norm("output_norm.weight"));
-  TG_RETURN_IF_ERROR(matrix("output.weight", n_vocab, d));
-
+  SynthTotals totals;
+  TG_RETURN_IF_ERROR(AddSynthTensors(w, s, a.type, n_vocab, a.seed, &totals));
+  out.params = totals.params;
   TG_RETURN_IF_ERROR(w.Write(a.out));
   struct stat st;
   if (::stat(a.out.c_str(), &st) != 0) {

@@ -199,6 +199,70 @@ TEST_CASE("textgen-synth-model writes stories15M that loads", "[cli]") {
   }
 }
 
+// Tensor names each architecture's GGUF must hold (llama.cpp's names), beside the llama ones.
+struct ArchLayout {
+  std::string arch;
+  std::vector<std::string> present, absent;
+};
+
+TEST_CASE("textgen-synth-model writes each architecture's layout, which loads and generates",
+          "[cli]") {
+  const std::vector<ArchLayout> layouts = {
+      {"qwen2", {"blk.0.attn_q.bias", "blk.1.attn_v.bias", "output.weight"}, {"attn_q_norm"}},
+      {"qwen3", {"blk.0.attn_q_norm.weight", "blk.1.attn_k_norm.weight"}, {"blk.0.attn_q.bias"}},
+      {"phi3", {"blk.0.attn_qkv.weight"}, {"blk.0.attn_q.weight", "blk.0.ffn_gate.weight"}},
+      {"gemma3",
+       {"blk.0.post_attention_norm.weight", "blk.5.post_ffw_norm.weight",
+        "blk.0.attn_q_norm.weight"},
+       {"blk.0.attn_q.bias"}},
+  };
+  for (const ArchLayout& layout : layouts) {
+    INFO("arch " << layout.arch);
+    const std::string path = testing::ScratchDir() + "/tiny-" + layout.arch + ".gguf";
+    testing::CommandResult r =
+        Synth(absl::StrCat("--shape custom --arch ", layout.arch,
+                           " --dim 64 --layers 6 --heads 4 --kv-heads 2 --head-dim 32 --ffn 128",
+                           " --ctx 256 --type q8_0 --vocab ", ShellQuote(VocabPath()), " --out ",
+                           ShellQuote(path)),
+              /*with_stderr=*/true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    auto gguf = GgufFile::Open(path);
+    REQUIRE(gguf.ok());
+    const GgufValue* arch = (*gguf)->Find("general.architecture");
+    REQUIRE(arch != nullptr);
+    CHECK(std::get<std::string>(arch->scalar) == layout.arch);
+    for (const std::string& name : layout.present) CHECK((*gguf)->FindTensor(name) != nullptr);
+    for (const GgufTensorInfo& t : (*gguf)->tensors()) {
+      for (const std::string& name : layout.absent) {
+        CHECK_THAT(t.name, !Catch::Contains(name));
+      }
+    }
+    if (layout.arch == "phi3") {
+      const GgufTensorInfo* qkv = (*gguf)->FindTensor("blk.0.attn_qkv.weight");
+      REQUIRE(qkv != nullptr);
+      CHECK(qkv->dims == std::vector<int64_t>{64, 4 * 32 + 2 * 2 * 32});
+      const GgufTensorInfo* up = (*gguf)->FindTensor("blk.0.ffn_up.weight");
+      REQUIRE(up != nullptr);
+      CHECK(up->dims == std::vector<int64_t>{64, 2 * 128});
+      CHECK((*gguf)->FindTensor("rope_factors_long.weight") == nullptr);  // custom: no longrope
+    }
+
+    auto model = Model::Load(path);
+    INFO((model.ok() ? std::string("loaded") : std::string(model.status().message())));
+    REQUIRE(model.ok());
+    const ModelConfig& c = (*model)->config();
+    CHECK(c.architecture == layout.arch);
+    CHECK(c.head_dim == 32);
+    CHECK(c.n_layers == 6);
+    testing::CommandResult run =
+        RunCommand(BinDir() + "/textgen-run --model " + ShellQuote(path) +
+                   " --prompt Hello --max-new-tokens 4 --json 2>/dev/null");
+    REQUIRE(run.exit_code == 0);
+    CHECK(!nlohmann::json::parse(run.out)["generated_ids"].empty());
+  }
+}
+
 TEST_CASE("textgen-synth-model names the bad flag and exits 2", "[cli]") {
   const std::string bad_path = testing::ScratchDir() + "/bad.gguf";
   const std::string out = " --out " + ShellQuote(bad_path);
@@ -227,6 +291,12 @@ TEST_CASE("textgen-synth-model names the bad flag and exits 2", "[cli]") {
       {custom + " --dim 64 --layers 2 --heads 4 --ffn 128 --ctx -1", "--ctx"},
       {" --shape custom --type q8_0 --dim 48 --layers 2 --heads 4 --ffn 128" + vocab + out,
        "--dim"},
+      {custom + " --arch mamba --dim 64 --layers 2 --heads 4 --ffn 128", "--arch"},
+      {"--shape qwen3-0.6b --arch qwen3 --type f32" + vocab + out, "--arch"},
+      {custom + " --dim 64 --layers 2 --heads 4 --head-dim 15 --ffn 128", "--heads"},
+      {" --shape custom --type q8_0 --dim 64 --layers 2 --heads 4 --head-dim 20 --ffn 128" + vocab +
+           out,
+       "--heads"},
       {" --shape custom --type q8_0 --dim 64 --layers 2 --heads 4 --ffn 100" + vocab + out,
        "--ffn"},
   };

@@ -83,8 +83,10 @@ struct ReferenceCase {
   std::string text;
 };
 
-inline std::vector<ReferenceCase> LoadReference(int* n_predict) {
-  auto j = nlohmann::json::parse(ReadFile(ReferenceDir() + "/stories260K.greedy.json"));
+// `file` under ReferenceDir(), e.g. "arch/qwen2.greedy.json".
+inline std::vector<ReferenceCase> LoadReference(
+    int* n_predict, const std::string& file = "stories260K.greedy.json") {
+  auto j = nlohmann::json::parse(ReadFile(ReferenceDir() + "/" + file));
   *n_predict = j.at("n_predict").get<int>();
   std::vector<ReferenceCase> cases;
   for (const auto& c : j.at("cases")) {

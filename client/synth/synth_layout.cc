@@ -1,0 +1,349 @@
+#include "client/synth/synth_layout.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "engine/format/quantize.h"
+#include "engine/util/status_macros.h"
+
+namespace textgen {
+namespace {
+
+// Hyperparameters from each model's config.json (Hugging Face, 2025): hidden size, layers,
+// heads, KV heads, intermediate size, context, head_dim, rope_theta, rms_norm_eps, tied.
+const SynthShape kShapes[] = {
+    {.name = "stories15M",
+     .dim = 288,
+     .layers = 6,
+     .heads = 6,
+     .kv_heads = 6,
+     .ffn = 768,
+     .ctx = 256},
+    {.name = "stories42M",
+     .dim = 512,
+     .layers = 8,
+     .heads = 8,
+     .kv_heads = 8,
+     .ffn = 1376,
+     .ctx = 1024},
+    {.name = "stories110M",
+     .dim = 768,
+     .layers = 12,
+     .heads = 12,
+     .kv_heads = 12,
+     .ffn = 2048,
+     .ctx = 1024},
+    {.name = "tinyllama-1.1b",
+     .dim = 2048,
+     .layers = 22,
+     .heads = 32,
+     .kv_heads = 4,
+     .ffn = 5632,
+     .ctx = 2048},
+    {.name = "llama-3.2-1b",
+     .arch = "llama",
+     .dim = 2048,
+     .layers = 16,
+     .heads = 32,
+     .kv_heads = 8,
+     .ffn = 8192,
+     .ctx = 131072,
+     .head_dim = 64,
+     .rope_base = 500000.0f,
+     .rms_eps = 1e-5f,
+     .tied = true,
+     .vocab = "ggml-vocab-llama3.1.gguf",
+     .llama3_factor = 32.0f,
+     .llama3_orig_ctx = 8192},
+    {.name = "qwen2.5-0.5b",
+     .arch = "qwen2",
+     .dim = 896,
+     .layers = 24,
+     .heads = 14,
+     .kv_heads = 2,
+     .ffn = 4864,
+     .ctx = 32768,
+     .head_dim = 64,
+     .rope_base = 1e6f,
+     .rms_eps = 1e-6f,
+     .tied = true,
+     .vocab = "ggml-vocab-qwen3.gguf"},
+    {.name = "qwen3-0.6b",
+     .arch = "qwen3",
+     .dim = 1024,
+     .layers = 28,
+     .heads = 16,
+     .kv_heads = 8,
+     .ffn = 3072,
+     .ctx = 40960,
+     .head_dim = 128,
+     .rope_base = 1e6f,
+     .rms_eps = 1e-6f,
+     .tied = true,
+     .vocab = "ggml-vocab-qwen3.gguf"},
+    {.name = "phi-3.5-mini",
+     .arch = "phi3",
+     .dim = 3072,
+     .layers = 32,
+     .heads = 32,
+     .kv_heads = 32,
+     .ffn = 8192,
+     .ctx = 131072,
+     .head_dim = 96,
+     .rope_base = 10000.0f,
+     .rms_eps = 1e-5f,
+     .tied = false,
+     .vocab = "ggml-vocab-phi-3.gguf",
+     .longrope_orig_ctx = 4096},
+    {.name = "gemma-3-1b",
+     .arch = "gemma3",
+     .dim = 1152,
+     .layers = 26,
+     .heads = 4,
+     .kv_heads = 1,
+     .ffn = 6912,
+     .ctx = 32768,
+     .head_dim = 256,
+     .rope_base = 1e6f,
+     .rms_eps = 1e-6f,
+     .tied = true,
+     .vocab = "ggml-vocab-gemma3.gguf",
+     .sliding_window = 512,
+     .rope_base_swa = 10000.0f},
+};
+
+// Counter-based generator: element i of a tensor is a pure function of (seed, name, i), so
+// files of different types written with one seed hold the same underlying values, and chunks
+// can be generated in any order. About 1.3 ns per value (scalar), well under the cost of
+// writing the bytes.
+uint64_t Mix64(uint64_t z) {  // splitmix64's finalizer
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+
+uint64_t TensorKey(uint64_t seed, std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the name
+  for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return Mix64((seed * kGolden) ^ h);
+}
+
+constexpr float kStd = 0.02f;
+// Each 16-bit uniform on {0..65535} has variance (65536^2 - 1) / 12; the sum of four has mean
+// 4 * 65535 / 2 = 131070 and four times that variance.
+const float kNormalScale = static_cast<float>(kStd / std::sqrt(4.0 * (65536.0 * 65536.0 - 1) / 12));
+
+// Writes elements [first, first + n) of the tensor keyed `key` into `out` [n].
+void FillNormal(uint64_t key, uint64_t first, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t z = Mix64(key + (first + static_cast<uint64_t>(i) + 1) * kGolden);
+    const uint32_t sum = static_cast<uint32_t>((z & 0xffff) + ((z >> 16) & 0xffff) +
+                                               ((z >> 32) & 0xffff) + (z >> 48));
+    // sum < 2^18, so the int32 -> float conversion and the subtraction are exact.
+    out[i] = static_cast<float>(static_cast<int32_t>(sum) - 131070) * kNormalScale;
+  }
+}
+
+// A matrix [rows, cols] of `type`, generated and converted a chunk of whole rows at a time
+// while the writer streams the file.
+absl::Status AddRandomMatrix(GgufWriter& w, const std::string& name, DType type, int64_t rows,
+                             int64_t cols, uint64_t seed) {
+  const uint64_t key = TensorKey(seed, name);
+  GgufTensorFiller fill = [=](GgufTensorSink& sink) -> absl::Status {
+    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 18) / cols);
+    std::vector<float> values;  // [chunk_rows, cols]
+    std::vector<uint8_t> bytes;
+    for (int64_t r = 0; r < rows; r += chunk_rows) {
+      const int64_t n = std::min(chunk_rows, rows - r) * cols;
+      values.resize(n);
+      FillNormal(key, static_cast<uint64_t>(r * cols), values.data(), n);
+      TG_ASSIGN_OR_RETURN(size_t num_bytes, RowBytes(type, n));
+      bytes.resize(num_bytes);
+      TG_RETURN_IF_ERROR(FromF32(type, values, absl::MakeSpan(bytes)));
+      TG_RETURN_IF_ERROR(sink.Append(bytes.data(), bytes.size()));
+    }
+    return absl::OkStatus();
+  };
+  return w.AddTensor(name, type, {cols, rows}, std::move(fill));
+}
+
+absl::Status AddVector(GgufWriter& w, const std::string& name, const std::vector<float>& v) {
+  return w.AddTensor(
+      name, DType::kF32, {static_cast<int64_t>(v.size())},
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)));
+}
+
+// Phi-3.5's longrope factors rise smoothly over the dimensions: the short ones stay near 1, the
+// long ones reach tens for the slowest frequencies. Only their shape matters for speed.
+std::vector<float> LongropeFactors(int half, bool long_factors) {
+  std::vector<float> f(half);
+  for (int i = 0; i < half; ++i) {
+    const float t = static_cast<float>(i) / std::max(1, half - 1);
+    f[i] = long_factors ? 1.0f + 63.0f * t * t : 1.0f + 0.1f * t;
+  }
+  return f;
+}
+
+bool HasQkNorm(const SynthShape& s) { return s.arch == "qwen3" || s.arch == "gemma3"; }
+
+}  // namespace
+
+absl::Span<const SynthShape> SynthShapes() { return kShapes; }
+
+absl::Status ValidateSynthShape(const SynthShape& s, DType type) {
+  if (std::find(std::begin(kSynthArchs), std::end(kSynthArchs), s.arch) == std::end(kSynthArchs)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--arch: unknown architecture '", s.arch,
+                     "' (expected llama, qwen2, qwen3, phi3 or gemma3)"));
+  }
+  if (s.head_dim == 0 && s.dim % s.heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--heads: ", s.heads, " does not divide --dim ", s.dim));
+  }
+  if (s.heads % s.kv_heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-heads: ", s.kv_heads, " does not divide --heads ", s.heads));
+  }
+  if (s.HeadDim() % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--heads: head size ", s.HeadDim(), " must be even for RoPE"));
+  }
+  if (type == DType::kQ8_0) {
+    // Q8_0 blocks of 32 run along rows: dim for most matrices, heads * head size for
+    // attn_output, ffn for ffn_down.
+    const struct {
+      const char* flag;
+      int64_t n;
+    } rows[] = {{"--dim", s.dim}, {"--heads", int64_t{s.heads} * s.HeadDim()}, {"--ffn", s.ffn}};
+    for (const auto& r : rows) {
+      if (r.n % kQ8_0BlockSize != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            r.flag, ": rows of ", r.n, " values must be a multiple of 32 for --type q8_0"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SetSynthHyperparameters(GgufWriter& w, const SynthShape& s, int64_t n_vocab) {
+  const std::string a = s.arch + ".";
+  const uint32_t hd = static_cast<uint32_t>(s.HeadDim());
+  w.SetUint32(a + "context_length", s.ctx);
+  w.SetUint32(a + "embedding_length", s.dim);
+  w.SetUint32(a + "block_count", s.layers);
+  w.SetUint32(a + "feed_forward_length", s.ffn);
+  w.SetUint32(a + "attention.head_count", s.heads);
+  w.SetUint32(a + "attention.head_count_kv", s.kv_heads);
+  w.SetFloat32(a + "rope.freq_base", s.rope_base);
+  w.SetFloat32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  if (s.arch == "llama" || s.arch == "phi3") w.SetUint32(a + "rope.dimension_count", hd);
+  if (s.arch == "llama") w.SetUint32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
+  if (s.head_dim > 0) {
+    w.SetUint32(a + "attention.key_length", hd);
+    w.SetUint32(a + "attention.value_length", hd);
+  }
+  if (s.longrope_orig_ctx > 0) {
+    w.SetUint32(a + "rope.scaling.original_context_length", s.longrope_orig_ctx);
+    // What the converter writes for longrope: sqrt(1 + ln(ctx / orig) / ln(orig)).
+    const double scale = static_cast<double>(s.ctx) / s.longrope_orig_ctx;
+    w.SetFloat32(
+        a + "rope.scaling.attn_factor",
+        static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(s.longrope_orig_ctx))));
+  }
+  if (s.sliding_window > 0) {
+    w.SetUint32(a + "attention.sliding_window", s.sliding_window);
+    w.SetFloat32(a + "rope.freq_base_swa", s.rope_base_swa);
+  }
+}
+
+std::vector<float> Llama3RopeFactors(int head_dim, float base, float factor, int orig_ctx) {
+  constexpr double kLow = 1.0, kHigh = 4.0;  // low_freq_factor, high_freq_factor
+  const double low_wavelen = orig_ctx / kLow, high_wavelen = orig_ctx / kHigh;
+  std::vector<float> f(head_dim / 2);
+  for (int i = 0; i < head_dim / 2; ++i) {
+    const double freq = std::pow(static_cast<double>(base), -2.0 * i / head_dim);
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      f[i] = 1.0f;
+    } else if (wavelen > low_wavelen) {
+      f[i] = factor;
+    } else {
+      const double smooth = (orig_ctx / wavelen - kLow) / (kHigh - kLow);
+      f[i] = static_cast<float>(1.0 / ((1 - smooth) / factor + smooth));
+    }
+  }
+  return f;
+}
+
+absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, DType type, int64_t n_vocab,
+                             uint64_t seed, SynthTotals* totals) {
+  const int64_t d = s.dim, ff = s.ffn, hd = s.HeadDim();
+  const int64_t q_dim = int64_t{s.heads} * hd, kv_dim = int64_t{s.kv_heads} * hd;
+  // Matrices are [out, in] (rows of `in` values), as the engine loads them.
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    totals->params += rows * cols;
+    return AddRandomMatrix(w, name, type, rows, cols, seed);
+  };
+  auto vec = [&](const std::string& name, std::vector<float> v) {
+    totals->params += static_cast<int64_t>(v.size());
+    return AddVector(w, name, v);
+  };
+  auto ones = [&](const std::string& name, int64_t n) {
+    return vec(name, std::vector<float>(n, 1.0f));
+  };
+  auto bias = [&](const std::string& name, int64_t n) {
+    std::vector<float> b(n);
+    FillNormal(TensorKey(seed, name), 0, b.data(), n);
+    return vec(name, std::move(b));
+  };
+
+  if (s.llama3_factor > 0) {
+    TG_RETURN_IF_ERROR(vec("rope_freqs.weight",
+                           Llama3RopeFactors(hd, s.rope_base, s.llama3_factor, s.llama3_orig_ctx)));
+  }
+  if (s.longrope_orig_ctx > 0) {
+    TG_RETURN_IF_ERROR(vec("rope_factors_long.weight", LongropeFactors(hd / 2, true)));
+    TG_RETURN_IF_ERROR(vec("rope_factors_short.weight", LongropeFactors(hd / 2, false)));
+  }
+  // Forward-pass order, so a cold mmap reads the file front to back.
+  TG_RETURN_IF_ERROR(matrix("token_embd.weight", n_vocab, d));
+  for (int l = 0; l < s.layers; ++l) {
+    const std::string p = absl::StrCat("blk.", l, ".");
+    TG_RETURN_IF_ERROR(ones(p + "attn_norm.weight", d));
+    if (s.arch == "phi3") {
+      TG_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, d));
+    } else {
+      TG_RETURN_IF_ERROR(matrix(p + "attn_q.weight", q_dim, d));
+      TG_RETURN_IF_ERROR(matrix(p + "attn_k.weight", kv_dim, d));
+      TG_RETURN_IF_ERROR(matrix(p + "attn_v.weight", kv_dim, d));
+    }
+    if (s.arch == "qwen2") {
+      TG_RETURN_IF_ERROR(bias(p + "attn_q.bias", q_dim));
+      TG_RETURN_IF_ERROR(bias(p + "attn_k.bias", kv_dim));
+      TG_RETURN_IF_ERROR(bias(p + "attn_v.bias", kv_dim));
+    }
+    if (HasQkNorm(s)) {
+      TG_RETURN_IF_ERROR(ones(p + "attn_q_norm.weight", hd));
+      TG_RETURN_IF_ERROR(ones(p + "attn_k_norm.weight", hd));
+    }
+    TG_RETURN_IF_ERROR(matrix(p + "attn_output.weight", d, q_dim));
+    if (s.arch == "gemma3") TG_RETURN_IF_ERROR(ones(p + "post_attention_norm.weight", d));
+    TG_RETURN_IF_ERROR(ones(p + "ffn_norm.weight", d));
+    if (s.arch == "phi3") {
+      TG_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", 2 * ff, d));  // gate rows, then up rows
+    } else {
+      TG_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", ff, d));
+      TG_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", ff, d));
+    }
+    TG_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", d, ff));
+    if (s.arch == "gemma3") TG_RETURN_IF_ERROR(ones(p + "post_ffw_norm.weight", d));
+  }
+  TG_RETURN_IF_ERROR(ones("output_norm.weight", d));
+  if (!s.tied) TG_RETURN_IF_ERROR(matrix("output.weight", n_vocab, d));
+  return absl::OkStatus();
+}
+
+}  // namespace textgen

@@ -1,0 +1,75 @@
+// The model shapes textgen-synth-model knows (real models' hyperparameters) and the GGUF layout
+// each architecture is written in: llama.cpp's converter key names and tensor names, so the
+// files load in llama.cpp as in textgen.
+#ifndef TEXTGEN_CLIENT_SYNTH_SYNTH_LAYOUT_H_
+#define TEXTGEN_CLIENT_SYNTH_SYNTH_LAYOUT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "engine/format/dtype.h"
+#include "engine/format/gguf_writer.h"
+
+namespace textgen {
+
+// Architectures the writer lays out (GGUF `general.architecture`).
+inline constexpr const char* kSynthArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma3"};
+
+struct SynthShape {
+  std::string name;
+  std::string arch = "llama";
+  int dim = 0;
+  int layers = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int ffn = 0;
+  int ctx = 0;
+  int head_dim = 0;  // 0: dim / heads
+  float rope_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied = false;  // no output.weight: the output projection is token_embd
+  // The vocab GGUF under $TEXTGEN_MODELS/vocab/ whose tokenizer the model uses.
+  std::string vocab = "ggml-vocab-llama-spm.gguf";
+  // llama: Llama 3 rope scaling written as rope_freqs.weight (factor, original context).
+  float llama3_factor = 0.0f;
+  int llama3_orig_ctx = 0;
+  // phi3: `longrope` scaling from this original context (rope_factors_long/short.weight).
+  int longrope_orig_ctx = 0;
+  // gemma3: the window of the sliding layers (five of every six) and their RoPE base.
+  int sliding_window = 0;
+  float rope_base_swa = 10000.0f;
+
+  int HeadDim() const { return head_dim > 0 ? head_dim : dim / heads; }
+};
+
+// The named shapes: llama2.c's TinyStories models, TinyLlama, and the small models of the
+// families users run (Llama 3.2, Qwen2.5, Qwen3, Phi-3.5, Gemma 3), with their real vocabularies.
+absl::Span<const SynthShape> SynthShapes();
+
+// InvalidArgument naming the flag at fault (--dim, --heads, ...) when `s` cannot be written as
+// `type` (heads not dividing, odd head size, rows not a multiple of a quantized block).
+absl::Status ValidateSynthShape(const SynthShape& s, DType type);
+
+struct SynthTotals {
+  int64_t params = 0;
+};
+
+// Writes every `<arch>.*` hyperparameter key of `s` into `w` (n_vocab: the token count).
+void SetSynthHyperparameters(GgufWriter& w, const SynthShape& s, int64_t n_vocab);
+
+// Adds every tensor of `s` in forward-pass order: matrices of `type` with N(0, 0.02)-like values
+// keyed by (seed, name); norm weights 1 (Gemma's GGUF norms store 1 + w, so w = 0); biases small
+// random F32; RoPE factor vectors as the real models have them.
+absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, DType type, int64_t n_vocab,
+                             uint64_t seed, SynthTotals* totals);
+
+// Llama 3 rope scaling as per-dimension divisors of the frequencies ([head_dim / 2]), what
+// llama.cpp's converter writes as rope_freqs.weight (low_freq_factor 1, high_freq_factor 4).
+std::vector<float> Llama3RopeFactors(int head_dim, float base, float factor, int orig_ctx);
+
+}  // namespace textgen
+
+#endif  // TEXTGEN_CLIENT_SYNTH_SYNTH_LAYOUT_H_
