@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "engine/tokenizer/pretokenizer.h"
 #include "engine/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -23,7 +25,10 @@ std::string Key(const char* name) { return absl::StrCat(kKeyPrefix, name); }
 absl::Status ReadSpecialId(const GgufFile& gguf, const char* name, size_t n_tokens, int32_t* id) {
   absl::StatusOr<int64_t> v = gguf.GetInt(Key(name));
   if (absl::IsNotFound(v.status())) return absl::OkStatus();
-  if (!v.ok()) return v.status();
+  if (!v.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(gguf.path(), ": ", Key(name), ": ", v.status().message()));
+  }
   if (*v >= 0 && static_cast<uint64_t>(*v) < n_tokens) *id = static_cast<int32_t>(*v);
   return absl::OkStatus();
 }
@@ -31,7 +36,10 @@ absl::Status ReadSpecialId(const GgufFile& gguf, const char* name, size_t n_toke
 absl::Status ReadOptionalBool(const GgufFile& gguf, const char* name, bool* value) {
   absl::StatusOr<bool> v = gguf.GetBool(Key(name));
   if (absl::IsNotFound(v.status())) return absl::OkStatus();
-  if (!v.ok()) return v.status();
+  if (!v.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(gguf.path(), ": ", Key(name), ": ", v.status().message()));
+  }
   *value = *v;
   return absl::OkStatus();
 }
@@ -229,8 +237,18 @@ absl::Status ValidateVocab(const VocabData& vocab) {
     return absl::InvalidArgumentError(
         absl::StrCat("vocab has ", n, " tokens but ", vocab.types.size(), " token types"));
   }
-  for (auto [name, id] : {std::pair{"bos", vocab.bos_id}, std::pair{"eos", vocab.eos_id},
-                          std::pair{"unk", vocab.unk_id}, std::pair{"pad", vocab.pad_id}}) {
+  if (!vocab.lstrip.empty() && vocab.lstrip.size() != n) {
+    return absl::InvalidArgumentError("vocab lstrip flags do not match its tokens");
+  }
+  if (!vocab.rstrip.empty() && vocab.rstrip.size() != n) {
+    return absl::InvalidArgumentError("vocab rstrip flags do not match its tokens");
+  }
+  for (auto [name, id] :
+       {std::pair{"bos", vocab.bos_id}, std::pair{"eos", vocab.eos_id},
+        std::pair{"unk", vocab.unk_id}, std::pair{"pad", vocab.pad_id},
+        std::pair{"eot", vocab.eot_id}, std::pair{"eom", vocab.eom_id},
+        std::pair{"fim_pad", vocab.fim_pad_id}, std::pair{"fim_rep", vocab.fim_rep_id},
+        std::pair{"fim_sep", vocab.fim_sep_id}}) {
     if (id < -1 || id >= static_cast<int64_t>(n)) {
       return absl::InvalidArgumentError(absl::StrCat(name, " id ", id, " out of range"));
     }
@@ -256,11 +274,15 @@ absl::StatusOr<VocabData> VocabFromGguf(const GgufFile& gguf) {
     v.add_space_prefix = true;
   } else if (model == "gpt2") {
     v.model = VocabModel::kGpt2;
-    // Other BPE pre-tokenizers (llama3, qwen2, ...) use different split regexes.
-    if (!v.pre.empty() && v.pre != "gpt-2" && v.pre != "default") {
+    // llama.cpp falls back to its "default" split when the key is missing.
+    absl::StatusOr<PreTokenizerTraits> traits =
+        PreTokenizer::TraitsForName(v.pre.empty() ? "default" : v.pre);
+    if (!traits.ok()) {
       return absl::UnimplementedError(
-          absl::StrCat("unsupported pre-tokenizer '", v.pre, "' in ", gguf.path()));
+          absl::StrCat(traits.status().message(), " (", Key("pre"), ") in ", gguf.path()));
     }
+    v.ignore_merges = traits->ignore_merges;
+    v.add_bos = traits->ignore_merges;  // llama.cpp: the Llama 3 family adds BOS by default
   } else {
     return absl::UnimplementedError(
         absl::StrCat("unsupported tokenizer model '", model, "' in ", gguf.path()));
@@ -291,6 +313,17 @@ absl::StatusOr<VocabData> VocabFromGguf(const GgufFile& gguf) {
   TG_RETURN_IF_ERROR(ReadSpecialId(gguf, "eos_token_id", n, &v.eos_id));
   TG_RETURN_IF_ERROR(ReadSpecialId(gguf, "unknown_token_id", n, &v.unk_id));
   TG_RETURN_IF_ERROR(ReadSpecialId(gguf, "padding_token_id", n, &v.pad_id));
+  TG_RETURN_IF_ERROR(ReadSpecialId(gguf, "eot_token_id", n, &v.eot_id));
+  TG_RETURN_IF_ERROR(ReadSpecialId(gguf, "eom_token_id", n, &v.eom_id));
+  TG_RETURN_IF_ERROR(ReadSpecialId(gguf, "fim_pad_token_id", n, &v.fim_pad_id));
+  TG_RETURN_IF_ERROR(ReadSpecialId(gguf, "fim_rep_token_id", n, &v.fim_rep_id));
+  TG_RETURN_IF_ERROR(ReadSpecialId(gguf, "fim_sep_token_id", n, &v.fim_sep_id));
+  absl::StatusOr<std::string> name = gguf.GetString("general.name");
+  if (name.ok()) {
+    const std::string lower = absl::AsciiStrToLower(*name);
+    v.phi3_rstrip =
+        lower.find("phi-3") != std::string::npos || lower.find("phi3") != std::string::npos;
+  }
   TG_RETURN_IF_ERROR(ReadOptionalBool(gguf, "add_bos_token", &v.add_bos));
   TG_RETURN_IF_ERROR(ReadOptionalBool(gguf, "add_space_prefix", &v.add_space_prefix));
   // Defaults can point past a tiny vocab; drop them rather than fail.
