@@ -19,10 +19,7 @@ std::string Key(const char* name) { return absl::StrCat(kKeyPrefix, name); }
 absl::Status ReadSpecialId(const GgufFile& gguf, const char* name, size_t n_tokens, int32_t* id) {
   absl::StatusOr<int64_t> v = gguf.GetInt(Key(name));
   if (absl::IsNotFound(v.status())) return absl::OkStatus();
-  if (!v.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(gguf.path(), ": ", Key(name), ": ", v.status().message()));
-  }
+  if (!v.ok()) return v.status();  // names the file, the key and the type found
   if (*v >= 0 && static_cast<uint64_t>(*v) < n_tokens) *id = static_cast<int32_t>(*v);
   return absl::OkStatus();
 }
@@ -30,10 +27,7 @@ absl::Status ReadSpecialId(const GgufFile& gguf, const char* name, size_t n_toke
 absl::Status ReadOptionalBool(const GgufFile& gguf, const char* name, bool* value) {
   absl::StatusOr<bool> v = gguf.GetBool(Key(name));
   if (absl::IsNotFound(v.status())) return absl::OkStatus();
-  if (!v.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(gguf.path(), ": ", Key(name), ": ", v.status().message()));
-  }
+  if (!v.ok()) return v.status();  // names the file, the key and the type found
   *value = *v;
   return absl::OkStatus();
 }
