@@ -7,6 +7,7 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev
   libcpp-httplib-dev  # the server's Prometheus /metrics endpoint (and the tests' scrapes)
+  libpcre2-dev  # the tokenizer's pre-tokenizer regexes (8-bit, UTF + UCP)
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # oneDNN's CMake config wants OpenCL (its GPU runtime)
 )
 if [ "${1:-}" != "--build-only" ]; then

@@ -81,6 +81,7 @@ grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(
   response->set_context_length(static_cast<uint32_t>(c.n_ctx));
   response->set_bos_id(model.tokenizer().bos_id());
   response->set_eos_id(model.tokenizer().eos_id());
+  for (int32_t id : model.tokenizer().eog_ids()) response->add_eog_token_ids(id);
   response->set_weight_type(std::string(DTypeName(c.weight_type)));
   response->set_kv_block_size(static_cast<uint32_t>(kv_block_size_));
   response->set_kv_blocks_total(static_cast<uint32_t>(stats.kv_blocks_total));

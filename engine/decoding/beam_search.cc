@@ -86,6 +86,9 @@ absl::Status ValidateBeamSearchOptions(const BeamSearchOptions& o) {
   if (o.eos_id < -1) {
     return absl::InvalidArgumentError(absl::StrCat("eos_id must be >= -1, got ", o.eos_id));
   }
+  for (int32_t id : o.eog_ids) {
+    if (id < 0) return absl::InvalidArgumentError(absl::StrCat("eog_ids must be >= 0, got ", id));
+  }
   if (!std::isfinite(o.length_penalty)) {
     return absl::InvalidArgumentError(
         absl::StrCat("length_penalty must be finite, got ", o.length_penalty));
@@ -213,14 +216,16 @@ std::vector<BeamChoice> BeamSearch::Step(absl::Span<const double* const> rows, i
   std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(top), cands.end(),
                     Better);
 
-  const bool has_eos = !options_.ignore_eos && options_.eos_id >= 0;
+  const bool has_eos = !options_.ignore_eos && (options_.eos_id >= 0 || !options_.eog_ids.empty());
   const int new_len = steps_ + 1;
   std::vector<Running> next;
   std::vector<BeamChoice> choices;
   for (size_t r = 0; r < top && static_cast<int>(next.size()) < beams; ++r) {
     const Candidate& c = cands[r];
     const int32_t parent_node = running_[static_cast<size_t>(c.beam)].node;
-    const bool eos = has_eos && c.token == options_.eos_id;
+    const bool eos = has_eos && (c.token == options_.eos_id ||
+                                 std::find(options_.eog_ids.begin(), options_.eog_ids.end(),
+                                           c.token) != options_.eog_ids.end());
     // A terminal candidate ends its hypothesis exactly as EOS does, so the HF rules carry over.
     const bool stopped = !eos && terminal && terminal(c.beam, c.token);
     if (eos || stopped) {

@@ -34,8 +34,11 @@ struct BeamSearchOptions {
   EarlyStopping early_stopping = EarlyStopping::kHeuristic;
   int num_return_sequences = 1;
   int max_new_tokens = 16;
-  int32_t eos_id = -1;      // -1: no EOS token
-  bool ignore_eos = false;  // EOS is an ordinary token
+  int32_t eos_id = -1;  // -1: no EOS token
+  // Further end-of-generation ids (EOT, EOM, ...; Tokenizer::eog_ids), each finishing a
+  // hypothesis as EOS does.
+  std::vector<int32_t> eog_ids;
+  bool ignore_eos = false;  // EOS and the EOG ids are ordinary tokens
 };
 
 // InvalidArgument naming the parameter and its range, e.g. "num_beams must be in [1, 16], got 0",

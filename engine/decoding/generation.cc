@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<Generation>> Generation::Create(
     BeamSearchOptions b = options.beam;
     b.max_new_tokens = options.max_new_tokens;
     b.eos_id = tokenizer.eos_id();
+    b.eog_ids = tokenizer.eog_ids();
     b.ignore_eos = options.ignore_eos;
     g->beam_.emplace(b);
     g->beam_logprobs_.resize(1);
@@ -270,7 +271,7 @@ void Generation::ConsumeSingle(const float* logits) {
 
   if (stop_.stopped()) {
     Finish(FinishReason::kStopSequence);
-  } else if (id == tok_.eos_id() && !options_.ignore_eos) {
+  } else if ((id == tok_.eos_id() || tok_.IsEog(id)) && !options_.ignore_eos) {
     Finish(FinishReason::kEos);
   } else if (static_cast<int>(generated_.size()) >= options_.max_new_tokens) {
     Finish(FinishReason::kLength);

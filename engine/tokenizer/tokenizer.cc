@@ -64,9 +64,23 @@ std::string Gpt2TokenBytes(std::string_view text) {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(VocabData vocab) {
   TG_RETURN_IF_ERROR(ValidateVocab(vocab));
+  std::unique_ptr<PreTokenizer> pre;
+  if (vocab.model == VocabModel::kGpt2) {
+    absl::StatusOr<std::unique_ptr<PreTokenizer>> p =
+        vocab.pre_regexes.empty() ? PreTokenizer::ForName(vocab.pre.empty() ? "default" : vocab.pre)
+                                  : PreTokenizer::FromRegexes(vocab.pre_regexes);
+    if (!p.ok()) return p.status();
+    pre = *std::move(p);
+  }
   std::unique_ptr<Tokenizer> tok(new Tokenizer(std::move(vocab)));
+  tok->pre_ = std::move(pre);
+  tok->ApplyTextRules();
   tok->BuildTables();
   return tok;
+}
+
+bool Tokenizer::IsEog(int32_t id) const {
+  return std::binary_search(eog_ids_.begin(), eog_ids_.end(), id);
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
@@ -75,6 +89,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& g
 }
 
 void Tokenizer::BuildTables() {
+  if (vocab_.model == VocabModel::kGpt2) {
+    byte_level_.resize(256);
+    for (int b = 0; b < 256; ++b) {
+      AppendUtf8(Gpt2ByteToCodepoint(static_cast<uint8_t>(b)), &byte_level_[b]);
+    }
+  }
   const int32_t n = vocab_size();
   text_to_id_.reserve(n);
   // Later duplicates win, as in llama.cpp's token_to_id.
@@ -137,13 +157,6 @@ void Tokenizer::BuildTables() {
     }
   }
 
-  for (int32_t i = 0; i < n; ++i) {
-    const TokenType t = token_type(i);
-    if ((t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown) &&
-        !vocab_.tokens[i].empty()) {
-      specials_.push_back(i);
-    }
-  }
   // Longest first so a special that contains another wins, as in llama.cpp.
   std::stable_sort(specials_.begin(), specials_.end(), [&](int32_t a, int32_t b) {
     return vocab_.tokens[a].size() > vocab_.tokens[b].size();
@@ -192,6 +205,10 @@ float Tokenizer::Score(int32_t id) const {
 
 std::vector<Tokenizer::Fragment> Tokenizer::Partition(std::string_view text,
                                                       bool parse_special) const {
+  // llama.cpp trims with isspace in the C locale.
+  const auto is_space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+  };
   std::vector<Fragment> frags;
   if (text.empty()) return frags;
   frags.push_back({-1, text});
@@ -200,6 +217,8 @@ std::vector<Tokenizer::Fragment> Tokenizer::Partition(std::string_view text,
     const TokenType t = token_type(id);
     if (!parse_special && (t == TokenType::kControl || t == TokenType::kUnknown)) continue;
     const std::string_view special = vocab_.tokens[id];
+    const bool lstrip = !vocab_.lstrip.empty() && vocab_.lstrip[id];
+    const bool rstrip = !vocab_.rstrip.empty() && vocab_.rstrip[id];
     next.clear();
     bool found = false;
     for (const Fragment& f : frags) {
@@ -209,9 +228,12 @@ std::vector<Tokenizer::Fragment> Tokenizer::Partition(std::string_view text,
       }
       std::string_view rest = f.text;
       for (size_t hit; (hit = rest.find(special)) != std::string_view::npos;) {
-        if (hit > 0) next.push_back({-1, rest.substr(0, hit)});
+        std::string_view left = rest.substr(0, hit);
+        while (lstrip && !left.empty() && is_space(left.back())) left.remove_suffix(1);
+        if (!left.empty()) next.push_back({-1, left});
         next.push_back({id, {}});
         rest = rest.substr(hit + special.size());
+        while (rstrip && !rest.empty() && is_space(rest.front())) rest.remove_prefix(1);
         found = true;
       }
       if (!rest.empty()) next.push_back({-1, rest});
@@ -331,7 +353,20 @@ void Tokenizer::EncodeBpe(std::string_view text, std::vector<int32_t>* out) cons
     sanitized = SanitizeUtf8(text);
     text = sanitized;
   }
-  for (std::string_view word : SplitGpt2Words(text)) EncodeBpeWord(word, out);
+  std::string encoded;
+  for (std::string_view word : pre_->Split(text)) {
+    if (vocab_.ignore_merges) {
+      // Llama 3: a word that is already a token is not merged from bytes (that could give a
+      // different segmentation).
+      encoded.clear();
+      for (char c : word) encoded += byte_level_[static_cast<uint8_t>(c)];
+      if (const int32_t id = TokenToId(encoded); id >= 0) {
+        out->push_back(id);
+        continue;
+      }
+    }
+    EncodeBpeWord(word, out);
+  }
 }
 
 // Byte-level BPE on one pre-tokenized word: start from one symbol per byte and repeatedly apply

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/format/gguf_file.h"
+#include "engine/tokenizer/pretokenizer.h"
 #include "engine/tokenizer/vocab.h"
 
 namespace textgen {
@@ -23,19 +24,23 @@ namespace textgen {
 // bytes through byte fallback, kGpt2 first replaces them with U+FFFD as llama.cpp does).
 class Tokenizer {
  public:
-  // InvalidArgument if the vocab is inconsistent (see ValidateVocab).
+  // InvalidArgument if the vocab is inconsistent (see ValidateVocab); Unimplemented for a
+  // kGpt2 pre-tokenizer name outside pretokenizer.cc's table. Applies llama.cpp's rules that
+  // go by token text: end-of-generation and fill-in-the-middle texts (<|eot_id|>, <|im_end|>,
+  // <end_of_turn>, </s>, <|fim_pad|>, ...) become control tokens, and the EOG set is derived.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(VocabData vocab);
   // VocabFromGguf + Create.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& gguf);
 
   // Token ids of `text`, optionally preceded by BOS (nothing is added when the vocab has no
-  // BOS). With `parse_special`, text spelling a control token (e.g. "</s>") becomes that
-  // token (llama-server's prompt behaviour); otherwise only user-defined tokens are matched
-  // as units, and pieces of text never merge into control, byte or unused tokens (llama.cpp
-  // can assemble e.g. "<0x41>" into a byte token). For kLlama a space is prefixed
-  // (add_space_prefix) to the text and after each special token, as llama.cpp does.
-  // Characters a kLlama vocab can neither merge nor byte-encode become one unk token each
-  // (dropped if the vocab has no unk).
+  // BOS). With `parse_special`, text spelling a control token (e.g. "<|im_start|>") becomes
+  // that token (chat templates turn it on); otherwise only user-defined tokens (Qwen3's
+  // <think>) are matched as units, as llama.cpp's tokenizer_st_partition does; a matched
+  // token's lstrip / rstrip drops the ASCII whitespace before / after it, and pieces of text never
+  // merge into control, byte or unused tokens (llama.cpp can assemble e.g. "<0x41>" into a byte
+  // token). For kLlama a space is prefixed (add_space_prefix) to the text and after each special
+  // token, as llama.cpp does. Characters a kLlama vocab can neither merge nor byte-encode become
+  // one unk token each (dropped if the vocab has no unk).
   std::vector<int32_t> Encode(std::string_view text, bool add_bos,
                               bool parse_special = false) const;
 
@@ -65,6 +70,10 @@ class Tokenizer {
   // kUndefined for out-of-range ids.
   TokenType token_type(int32_t id) const;
   bool IsControl(int32_t id) const { return token_type(id) == TokenType::kControl; }
+  // End of generation: EOS, EOT, EOM, FIM pad/repo/separator and the control tokens llama.cpp
+  // recognises by text (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, ...).
+  bool IsEog(int32_t id) const;
+  const std::vector<int32_t>& eog_ids() const { return eog_ids_; }  // ascending
   const VocabData& vocab() const { return vocab_; }
 
  private:
@@ -78,6 +87,7 @@ class Tokenizer {
   };
 
   explicit Tokenizer(VocabData vocab) : vocab_(std::move(vocab)) {}
+  void ApplyTextRules();
   void BuildTables();
   std::vector<Fragment> Partition(std::string_view text, bool parse_special) const;
   bool IsTextToken(int32_t id) const;
@@ -93,6 +103,9 @@ class Tokenizer {
   std::array<int32_t, 256> byte_tokens_{};
   absl::flat_hash_map<uint64_t, Merge> merges_;  // kGpt2: (left id << 32 | right id)
   std::vector<int32_t> specials_;                // matched as units, longest text first
+  std::unique_ptr<PreTokenizer> pre_;            // kGpt2
+  std::vector<int32_t> eog_ids_;
+  std::vector<std::string> byte_level_;  // kGpt2: byte -> its byte-level character (UTF-8)
 };
 
 }  // namespace textgen

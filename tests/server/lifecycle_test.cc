@@ -38,6 +38,9 @@ TEST_CASE("GetModelInfo describes stories260K and the KV pool", "[server][lifecy
   CHECK(info.context_length() > 0);
   CHECK(info.bos_id() == 1);
   CHECK(info.eos_id() == 2);
+  // stories260K's only end-of-generation token is its EOS "</s>".
+  CHECK(std::vector<int32_t>(info.eog_token_ids().begin(), info.eog_token_ids().end()) ==
+        std::vector<int32_t>{2});
   CHECK(info.weight_type() == "F32");
   CHECK(info.format() == "gguf");
   CHECK(info.kv_block_size() == 16);

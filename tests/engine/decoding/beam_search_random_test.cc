@@ -290,6 +290,45 @@ TEST_CASE("beam_search: a terminal token is EOS under another name", "[beam][sto
   }
 }
 
+TEST_CASE("beam_search: every EOG id ends a hypothesis as EOS does", "[beam][eog]") {
+  // eos_id X plus eog_ids {Y} == both X and Y terminal: same steps, ids and scores, and the
+  // finish is reported as EOS (not as a stop).
+  std::mt19937 rng(777);
+  int eog_finished = 0;
+  for (int seed = 0; seed < 200; ++seed) {
+    BeamSearchOptions o;
+    o.num_beams = 1 + static_cast<int>(rng() % 5);
+    o.num_return_sequences = o.num_beams;
+    o.max_new_tokens = 1 + static_cast<int>(rng() % 8);
+    o.length_penalty = static_cast<float>(rng() % 3);
+    o.early_stopping = static_cast<EarlyStopping>(rng() % 3);
+    const int vocab = 3 + static_cast<int>(rng() % 8);
+    const int32_t x = static_cast<int32_t>(rng() % static_cast<unsigned>(vocab));
+    const int32_t y = (x + 1 + static_cast<int32_t>(rng() % (vocab - 1))) % vocab;
+    ToyModel m = RandomModel(7000 + static_cast<uint64_t>(seed), vocab, seed % 3);
+    INFO("seed " << seed);
+    BeamSearchOptions with_eog = o;
+    with_eog.eos_id = x;
+    with_eog.eog_ids = {y};
+    Run got = Drive(with_eog, m, vocab);
+    BeamSearchOptions plain = o;
+    plain.eos_id = -1;
+    Run want = Drive(plain, m, vocab,
+                     [x, y](const std::vector<int32_t>&, int32_t t) { return t == x || t == y; });
+    REQUIRE(got.steps == want.steps);
+    REQUIRE(got.results.size() == want.results.size());
+    for (size_t i = 0; i < want.results.size(); ++i) {
+      CHECK(got.results[i].ids == want.results[i].ids);
+      CHECK(got.results[i].score == want.results[i].score);
+      CHECK(got.results[i].eos == want.results[i].stopped);
+      if (got.results[i].eos && !got.results[i].ids.empty() && got.results[i].ids.back() == y) {
+        ++eog_finished;
+      }
+    }
+  }
+  CHECK(eog_finished > 20);  // the extra EOG id really ended hypotheses
+}
+
 TEST_CASE("beam_search: terminal candidates by hand", "[beam][stop]") {
   // B = 2, α = 1, HEURISTIC, no EOS id; C is terminal. Vocabulary rows are {E, A, Bt, C}.
   BeamSearchOptions o;

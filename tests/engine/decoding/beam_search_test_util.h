@@ -110,7 +110,9 @@ inline Run Drive(const BeamSearchOptions& o, const ToyModel& model, int vocab,
     double cum = 0;
     for (double lp : h.logprobs) cum += lp;
     REQUIRE(h.cum_logprob == Approx(cum).margin(1e-9));
-    REQUIRE(h.eos == (o.eos_id >= 0 && !o.ignore_eos && h.ids.back() == o.eos_id));
+    const bool eog = h.ids.back() == o.eos_id ||
+                     std::find(o.eog_ids.begin(), o.eog_ids.end(), h.ids.back()) != o.eog_ids.end();
+    REQUIRE(h.eos == (!o.ignore_eos && eog));
     const std::vector<int32_t> head(h.ids.begin(), h.ids.end() - 1);
     REQUIRE(h.stopped == (!h.eos && terminal && terminal(head, h.ids.back())));
   }

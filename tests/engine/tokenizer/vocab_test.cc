@@ -240,3 +240,81 @@ TEST_CASE("HF ByteLevel tokenizer.json encodes like the GPT-2 GGUF", "[tokenizer
 
 }  // namespace
 }  // namespace textgen
+
+namespace textgen {
+namespace {
+
+// A GGUF v3 file holding only the given string / string-array / mixed metadata.
+struct MetaKv {
+  std::string key;
+  std::string str;                // type 8 when `strings` is empty and `is_u32` false
+  std::vector<std::string> strs;  // type 9 (array of 8) when non-empty
+};
+std::string GgufWithMetadata(const std::vector<MetaKv>& kvs) {
+  std::string bytes("GGUF", 4);
+  const auto put = [&](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) bytes.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  };
+  const auto put_str = [&](const std::string& s) {
+    put(s.size(), 8);
+    bytes += s;
+  };
+  put(3, 4);
+  put(0, 8);
+  put(kvs.size(), 8);
+  for (const MetaKv& kv : kvs) {
+    put_str(kv.key);
+    if (kv.strs.empty()) {
+      put(8, 4);
+      put_str(kv.str);
+    } else {
+      put(9, 4);
+      put(8, 4);
+      put(kv.strs.size(), 8);
+      for (const std::string& s : kv.strs) put_str(s);
+    }
+  }
+  return bytes;
+}
+
+absl::Status LoadMeta(const std::vector<MetaKv>& kvs) {
+  const std::string path = testing::ScratchDir() + "/meta.gguf";
+  testing::WriteFile(path, GgufWithMetadata(kvs));
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
+  if (!gguf.ok()) return gguf.status();
+  return VocabFromGguf(**gguf).status();
+}
+
+TEST_CASE("GGUF tokenizer metadata: unknown pre-tokenizers and wrong types are named",
+          "[tokenizer][vocab]") {
+  const std::vector<std::string> tokens = {"a", "b", "ab"};
+  const std::vector<std::string> merges = {"a b"};
+  absl::Status ok = LoadMeta({{"tokenizer.ggml.model", "gpt2", {}},
+                              {"tokenizer.ggml.pre", "qwen2", {}},
+                              {"tokenizer.ggml.tokens", "", tokens},
+                              {"tokenizer.ggml.merges", "", merges}});
+  CHECK(ok.ok());
+  absl::Status unknown = LoadMeta({{"tokenizer.ggml.model", "gpt2", {}},
+                                   {"tokenizer.ggml.pre", "made-up-pre", {}},
+                                   {"tokenizer.ggml.tokens", "", tokens}});
+  CHECK(unknown.code() == absl::StatusCode::kUnimplemented);
+  CHECK(std::string(unknown.message()).find("'made-up-pre'") != std::string::npos);
+  absl::Status bad_bos = LoadMeta({{"tokenizer.ggml.model", "gpt2", {}},
+                                   {"tokenizer.ggml.pre", "llama-bpe", {}},
+                                   {"tokenizer.ggml.tokens", "", tokens},
+                                   {"tokenizer.ggml.bos_token_id", "one", {}}});
+  CHECK(bad_bos.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(bad_bos.message()).find("tokenizer.ggml.bos_token_id") != std::string::npos);
+  absl::Status bad_tokens = LoadMeta(
+      {{"tokenizer.ggml.model", "gpt2", {}}, {"tokenizer.ggml.tokens", "not-an-array", {}}});
+  CHECK_FALSE(bad_tokens.ok());
+  CHECK(std::string(bad_tokens.message()).find("tokenizer.ggml.tokens") != std::string::npos);
+  absl::Status bad_pre = LoadMeta({{"tokenizer.ggml.model", "gpt2", {}},
+                                   {"tokenizer.ggml.pre", "", {"x"}},
+                                   {"tokenizer.ggml.tokens", "", tokens}});
+  CHECK_FALSE(bad_pre.ok());
+  CHECK(std::string(bad_pre.message()).find("tokenizer.ggml.pre") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace textgen
