@@ -393,7 +393,11 @@ absl::StatusOr<ModelConfig> ConfigFromHfConfigJson(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  if (j.is_discarded()) {
+    // nlohmann's parser also refuses numbers outside double's range (1e400) here.
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  }
+  if (!j.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   }
   const JsonReader r(path, j);
