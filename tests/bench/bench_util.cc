@@ -1,5 +1,6 @@
 #include "tests/bench/bench_util.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -28,7 +29,11 @@ std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int sequences, const Be
   o.n_layers = c.n_layers;
   o.n_kv_heads = c.n_kv_heads;
   o.head_dim = c.head_dim;
-  o.num_blocks = sequences * (c.n_ctx / o.block_size + 2);
+  // Each sequence may fill the model's context, but at most 8192 tokens: the tables generate a
+  // few hundred, and 128K-context models (Phi-3.5 mini: 768 KiB of F32 K/V a token) would
+  // otherwise reserve ~100 GB.
+  constexpr int kMaxBenchContext = 8192;
+  o.num_blocks = sequences * (std::min(c.n_ctx, kMaxBenchContext) / o.block_size + 2);
   auto cache = KvCache::Create(o);
   if (!cache.ok()) Die(std::string(cache.status().message()));
   return std::move(cache).value();
