@@ -23,6 +23,17 @@ uint64_t Mix(uint64_t x) {  // splitmix64
 
 // Rows depend on the whole history. style 0: continuous; 1: multiples of 0.5 (ties everywhere,
 // sums exact); 2: continuous with some -inf.
+// Beams 1-5 returning all, 1-8 new tokens, length penalty 0-2, any early stopping.
+BeamSearchOptions RandomSmallOptions(std::mt19937& rng) {
+  BeamSearchOptions o;
+  o.num_beams = 1 + static_cast<int>(rng() % 5);
+  o.num_return_sequences = o.num_beams;
+  o.max_new_tokens = 1 + static_cast<int>(rng() % 8);
+  o.length_penalty = static_cast<float>(rng() % 3);
+  o.early_stopping = static_cast<EarlyStopping>(rng() % 3);
+  return o;
+}
+
 ToyModel RandomModel(uint64_t seed, int vocab, int style) {
   return [=](const std::vector<int32_t>& ids) {
     uint64_t h = Mix(seed);
@@ -265,12 +276,7 @@ TEST_CASE("beam_search: a terminal token is EOS under another name", "[beam][sto
   // No EOS id, token X terminal everywhere == eos_id X: same steps, ids and scores.
   std::mt19937 rng(4242);
   for (int seed = 0; seed < 200; ++seed) {
-    BeamSearchOptions o;
-    o.num_beams = 1 + static_cast<int>(rng() % 5);
-    o.num_return_sequences = o.num_beams;
-    o.max_new_tokens = 1 + static_cast<int>(rng() % 8);
-    o.length_penalty = static_cast<float>(rng() % 3);
-    o.early_stopping = static_cast<EarlyStopping>(rng() % 3);
+    const BeamSearchOptions o = RandomSmallOptions(rng);
     const int vocab = 2 + static_cast<int>(rng() % 9);
     const int32_t x = static_cast<int32_t>(rng() % static_cast<unsigned>(vocab));
     ToyModel m = RandomModel(9000 + static_cast<uint64_t>(seed), vocab, seed % 3);
@@ -296,12 +302,7 @@ TEST_CASE("beam_search: every EOG id ends a hypothesis as EOS does", "[beam][eog
   std::mt19937 rng(777);
   int eog_finished = 0;
   for (int seed = 0; seed < 200; ++seed) {
-    BeamSearchOptions o;
-    o.num_beams = 1 + static_cast<int>(rng() % 5);
-    o.num_return_sequences = o.num_beams;
-    o.max_new_tokens = 1 + static_cast<int>(rng() % 8);
-    o.length_penalty = static_cast<float>(rng() % 3);
-    o.early_stopping = static_cast<EarlyStopping>(rng() % 3);
+    const BeamSearchOptions o = RandomSmallOptions(rng);
     const int vocab = 3 + static_cast<int>(rng() % 8);
     const int32_t x = static_cast<int32_t>(rng() % static_cast<unsigned>(vocab));
     const int32_t y = (x + 1 + static_cast<int32_t>(rng() % (vocab - 1))) % vocab;
