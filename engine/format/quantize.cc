@@ -151,6 +151,9 @@ absl::Status FromF32(DType type, absl::Span<const float> src, absl::Span<uint8_t
         QuantizeBlockQ8_0(src.data() + b * kQ8_0BlockSize, out + b * kQ8_0BlockBytes);
       }
       break;
+    default:
+      return absl::UnimplementedError(
+          absl::StrCat("no quantizer for ", std::string(DTypeName(type)), " yet"));
   }
   return absl::OkStatus();
 }

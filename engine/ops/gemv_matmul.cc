@@ -55,6 +55,8 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
       case WeightType::kQ8_0:
         GemvQ8_0Exact(w_, x, n, y, out, r0, r1);
         break;
+      default:
+        break;  // Linear::Create refuses the other block formats for now
     }
   });
   return absl::OkStatus();

@@ -124,6 +124,8 @@ void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
         }
       }
       return;
+    default:
+      return;  // Linear::Create refuses the other block formats for now
   }
 }
 
@@ -156,6 +158,8 @@ void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst)
         }
       }
       return;
+    default:
+      return;  // Linear::Create refuses the other block formats for now
   }
 }
 
@@ -184,6 +188,8 @@ void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
         _mm512_storeu_ps(dst + b * kQ8_0Block + 16, hi);
       }
       return;
+    default:
+      return;  // Linear::Create refuses the other block formats for now
   }
 #elif defined(TG_SIMD_AVX2)
   const uint8_t* src = RangeStart(w, r0);
@@ -228,6 +234,8 @@ void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * kQ8_0Block + 16), RoundToBf16(hi));
       }
       return;
+    default:
+      return;  // Linear::Create refuses the other block formats for now
   }
 #elif defined(TG_SIMD_AVX2)
   const uint8_t* src = RangeStart(w, r0);
