@@ -7,6 +7,7 @@
 #include "engine/ops/gemv_bf16_dot.h"
 #include "engine/ops/gemv_float.h"
 #include "engine/ops/q8_0_gemv.h"
+#include "engine/ops/quant_gemv.h"
 #include "engine/ops/threading.h"
 
 namespace textgen::ops {
@@ -56,7 +57,8 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
         GemvQ8_0Exact(w_, x, n, y, out, r0, r1);
         break;
       default:
-        break;  // Linear::Create refuses the other block formats for now
+        GemvQuantExact(w_, x, n, y, out, r0, r1);
+        break;
     }
   });
   return absl::OkStatus();

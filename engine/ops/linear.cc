@@ -31,10 +31,6 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const WeightView& w,
                                                    w.in, " values are not whole ",
                                                    WeightBlockSize(w.type), "-value blocks"));
   }
-  if (IsKQuantFamily(w.type)) {
-    return absl::UnimplementedError(
-        absl::StrCat("Linear: no kernel for ", WeightTypeName(w.type), " weights yet"));
-  }
   auto linear = std::unique_ptr<Linear>(new Linear(options));
   linear->w_ = w;
   const bool to_bf16 = options.compute == LinearCompute::kBf16 &&
