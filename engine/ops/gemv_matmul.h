@@ -22,8 +22,8 @@ class GemvMatmul final : public MatmulKernel {
  public:
   // `w` must outlive the object. Under compute kBf16, Q8_0 weights use the int8 VNNI kernel
   // (activations quantized to Q8_0 per call), Q4_K and Q6_K int8 dot products with activations
-  // quantized to Q8_K per call (engine/ops/kquant_dot.h), and BF16 weights the BF16 dot-product kernel
-  // (activations rounded to BF16 per call); every other combination multiplies in F32.
+  // quantized to Q8_K per call (engine/ops/kquant_dot.h), and BF16 weights the BF16 dot-product
+  // kernel (activations rounded to BF16 per call); every other combination multiplies in F32.
   GemvMatmul(const WeightView& w, LinearCompute compute, int64_t parallel_min_bytes)
       : w_(w), compute_(compute), parallel_min_bytes_(parallel_min_bytes) {}
 

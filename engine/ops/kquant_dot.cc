@@ -83,9 +83,9 @@ float DotQ4KSimd(const BlockQ4_K& w, const BlockQ8_K& a) {
   }
   // Mins: bsums pairs (16 int16) times the mins repeated per pair.
   const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-  const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_set_epi8(
-      mn[7], mn[7], mn[6], mn[6], mn[5], mn[5], mn[4], mn[4], mn[3], mn[3], mn[2], mn[2], mn[1],
-      mn[1], mn[0], mn[0]));
+  const __m256i mins16 =
+      _mm256_cvtepu8_epi16(_mm_set_epi8(mn[7], mn[7], mn[6], mn[6], mn[5], mn[5], mn[4], mn[4],
+                                        mn[3], mn[3], mn[2], mn[2], mn[1], mn[1], mn[0], mn[0]));
   const int32_t summs = HSum(_mm256_madd_epi16(bs, mins16));
   return a.d * half::F16ToF32(w.d) * static_cast<float>(HSum(acc)) -
          a.d * half::F16ToF32(w.dmin) * static_cast<float>(summs);
@@ -102,8 +102,7 @@ float DotQ6KSimd(const BlockQ6_K& w, const BlockQ8_K& a) {
     const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
     const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh + 32 * h));
     const __m256i q[4] = {
-        _mm256_or_si256(_mm256_and_si256(l0, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4)),
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4)),
         _mm256_or_si256(_mm256_and_si256(l1, m4),
                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4)),
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
@@ -112,7 +111,8 @@ float DotQ6KSimd(const BlockQ6_K& w, const BlockQ8_K& a) {
                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4))};
     for (int k = 0; k < 4; ++k) {
       // 32 values: the first 16 use scale sc[2k], the last 16 sc[2k + 1].
-      const __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
+      const __m256i s16 =
+          _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * k));
       acc = MulAdd(acc, q[k], xv, s16);
     }

@@ -102,8 +102,8 @@ inline const char* WeightTypeName(WeightType t) {
 }
 
 // W [out, in] row-major in `type`; for the block formats, `in` is a multiple of
-// WeightBlockSize(type) and each row is in / WeightBlockSize(type) consecutive blocks. `data` needs no alignment. Borrowed: the owner (a mapped file or a
-// buffer held by Linear) outlives every view.
+// WeightBlockSize(type) and each row is in / WeightBlockSize(type) consecutive blocks. `data` needs
+// no alignment. Borrowed: the owner (a mapped file or a buffer held by Linear) outlives every view.
 struct WeightView {
   WeightType type = WeightType::kF32;
   const void* data = nullptr;

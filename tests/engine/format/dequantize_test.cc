@@ -16,8 +16,8 @@
 namespace textgen {
 namespace {
 
-constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,  DType::kQ5_1,
-                              DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K,
+constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
+                              DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
                               DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
 
 TEST_CASE("every format dequantizes bit for bit as llama.cpp", "[dequantize][models]") {
@@ -36,8 +36,8 @@ TEST_CASE("every format dequantizes bit for bit as llama.cpp", "[dequantize][mod
       REQUIRE(q->type == type);
       REQUIRE(ref->type == DType::kF32);
       REQUIRE(q->num_elements == ref->num_elements);
-      REQUIRE(q->num_bytes == static_cast<size_t>(q->num_elements / BlockSize(type)) *
-                                  BlockBytes(type));
+      REQUIRE(q->num_bytes ==
+              static_cast<size_t>(q->num_elements / BlockSize(type)) * BlockBytes(type));
       // Row by row, as the embedding lookup calls it.
       const int64_t cols = q->dims[0], rows = q->num_elements / cols;
       const size_t row_bytes = *RowBytes(type, cols);
@@ -50,8 +50,8 @@ TEST_CASE("every format dequantizes bit for bit as llama.cpp", "[dequantize][mod
           std::memcpy(&a, &got[c], 4);
           std::memcpy(&b, ref->data + 4 * (r * cols + c), 4);
           if (a != b && ++mismatches <= 3) {
-            UNSCOPED_INFO("row " << r << " col " << c << ": got 0x" << std::hex << a
-                                 << " want 0x" << b << std::dec);
+            UNSCOPED_INFO("row " << r << " col " << c << ": got 0x" << std::hex << a << " want 0x"
+                                 << b << std::dec);
           }
         }
       }
@@ -67,12 +67,11 @@ TEST_CASE("block sizes, bytes and ggml ids of every format", "[dequantize]") {
     int64_t block;
     size_t bytes;
   };
-  const Row rows[] = {{DType::kQ4_0, 2, 32, 18},   {DType::kQ4_1, 3, 32, 20},
-                      {DType::kQ5_0, 6, 32, 22},   {DType::kQ5_1, 7, 32, 24},
-                      {DType::kQ8_0, 8, 32, 34},   {DType::kQ2_K, 10, 256, 84},
-                      {DType::kQ3_K, 11, 256, 110}, {DType::kQ4_K, 12, 256, 144},
-                      {DType::kQ5_K, 13, 256, 176}, {DType::kQ6_K, 14, 256, 210},
-                      {DType::kIQ4_NL, 20, 32, 18}, {DType::kIQ4_XS, 23, 256, 136}};
+  const Row rows[] = {
+      {DType::kQ4_0, 2, 32, 18},    {DType::kQ4_1, 3, 32, 20},    {DType::kQ5_0, 6, 32, 22},
+      {DType::kQ5_1, 7, 32, 24},    {DType::kQ8_0, 8, 32, 34},    {DType::kQ2_K, 10, 256, 84},
+      {DType::kQ3_K, 11, 256, 110}, {DType::kQ4_K, 12, 256, 144}, {DType::kQ5_K, 13, 256, 176},
+      {DType::kQ6_K, 14, 256, 210}, {DType::kIQ4_NL, 20, 32, 18}, {DType::kIQ4_XS, 23, 256, 136}};
   for (const Row& r : rows) {
     INFO(DTypeName(r.type));
     CHECK(BlockSize(r.type) == r.block);

@@ -46,24 +46,24 @@ TEST_CASE("GemvKQuantInt8 against dequantize-then-F32, row ranges, SIMD = portab
       QuantizeActivationsQ8_K(x.data(), n, in, xq.data());
       const WeightView w{t, data.data(), out, in};
       const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
-      testing::ExpectRowRange(
-          [&](float* y, int64_t ldy, int64_t a, int64_t b) {
-            GemvKQuantInt8(w, xq.data(), n, y, ldy, a, b);
-          },
-          n, out + 2, r0, r1, 1.0, [&](int64_t i, int64_t r) {
-            testing::Expected e;
-            double bound = 0;
-            for (int64_t k = 0; k < in; ++k) {
-              const double p = static_cast<double>(x[i * in + k]) * wf[r * in + k];
-              e.value += p;
-              const double step = std::fabs(xq[(i * in + k) / 256].d);
-              bound += std::fabs(wf[r * in + k]) * step * 0.5;
-              e.mag += std::fabs(p);
-            }
-            // Expressed on the scale ExpectRowRange uses (rel_tol 1.0 * mag).
-            e.mag = bound * 1.001 + 1e-5 * e.mag;
-            return e;
-          });
+      testing::ExpectRowRange([&](float* y, int64_t ldy, int64_t a,
+                                  int64_t b) { GemvKQuantInt8(w, xq.data(), n, y, ldy, a, b); },
+                              n, out + 2, r0, r1, 1.0,
+                              [&](int64_t i, int64_t r) {
+                                testing::Expected e;
+                                double bound = 0;
+                                for (int64_t k = 0; k < in; ++k) {
+                                  const double p =
+                                      static_cast<double>(x[i * in + k]) * wf[r * in + k];
+                                  e.value += p;
+                                  const double step = std::fabs(xq[(i * in + k) / 256].d);
+                                  bound += std::fabs(wf[r * in + k]) * step * 0.5;
+                                  e.mag += std::fabs(p);
+                                }
+                                // Expressed on the scale ExpectRowRange uses (rel_tol 1.0 * mag).
+                                e.mag = bound * 1.001 + 1e-5 * e.mag;
+                                return e;
+                              });
       std::vector<float> ya(n * out), yb(n * out);
       GemvKQuantInt8(w, xq.data(), n, ya.data(), out, 0, out);
       portable::GemvKQuantInt8(w, xq.data(), n, yb.data(), out, 0, out);

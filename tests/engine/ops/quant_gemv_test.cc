@@ -75,12 +75,10 @@ TEST_CASE("GemvQuantExact: every format, row ranges, row counts", "[quant]") {
       const std::vector<float> x = testing::Random(n * in, rng());
       const WeightView w{t, data.data(), out, in};
       const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
-      testing::ExpectRowRange(
-          [&](float* y, int64_t ldy, int64_t a, int64_t b) {
-            GemvQuantExact(w, x.data(), n, y, ldy, a, b);
-          },
-          n, out + 3, r0, r1, 1e-6,
-          [&](int64_t i, int64_t r) { return Want(x, wf, in, i, r); });
+      testing::ExpectRowRange([&](float* y, int64_t ldy, int64_t a,
+                                  int64_t b) { GemvQuantExact(w, x.data(), n, y, ldy, a, b); },
+                              n, out + 3, r0, r1, 1e-6,
+                              [&](int64_t i, int64_t r) { return Want(x, wf, in, i, r); });
     }
   }
 }
@@ -114,8 +112,8 @@ TEST_CASE("Linear on block formats: gemv and oneDNN paths, f32 and bf16", "[quan
           for (int64_t r = 0; r < out; ++r) {
             const testing::Expected e = Want(x, wf, in, i, r);
             if (std::fabs(y[i * out + r] - e.value) > tol * e.mag + 1e-30 && bad++ < 3) {
-              FAIL_CHECK("y[" << i << ", " << r << "] = " << y[i * out + r] << " want "
-                              << e.value << " mag " << e.mag);
+              FAIL_CHECK("y[" << i << ", " << r << "] = " << y[i * out + r] << " want " << e.value
+                              << " mag " << e.mag);
             }
           }
         }

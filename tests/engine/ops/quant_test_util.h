@@ -17,8 +17,8 @@ namespace textgen::ops::testing {
 
 // The block formats beyond Q8_0, in WeightType order.
 inline constexpr WeightType kQuantTypes[] = {
-    WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
-    WeightType::kQ2_K, WeightType::kQ3_K, WeightType::kQ4_K, WeightType::kQ5_K,
+    WeightType::kQ4_0, WeightType::kQ4_1,   WeightType::kQ5_0,  WeightType::kQ5_1,
+    WeightType::kQ2_K, WeightType::kQ3_K,   WeightType::kQ4_K,  WeightType::kQ5_K,
     WeightType::kQ6_K, WeightType::kIQ4_NL, WeightType::kIQ4_XS};
 
 inline DType ToDType(WeightType t) { return static_cast<DType>(static_cast<int>(t)); }
@@ -51,8 +51,8 @@ inline std::vector<size_t> F16Fields(WeightType t) {
 
 // `rows` rows of `in` values of `t`: random bits, F16 scales uniform in [-scale, scale]
 // (exact zero in every 13th block).
-inline std::vector<uint8_t> RandomQuantRows(WeightType t, int64_t rows, int64_t in,
-                                            uint32_t seed, float scale = 0.05f) {
+inline std::vector<uint8_t> RandomQuantRows(WeightType t, int64_t rows, int64_t in, uint32_t seed,
+                                            float scale = 0.05f) {
   std::mt19937 rng(seed);
   const int64_t blocks = rows * in / WeightBlockSize(t);
   const size_t bb = WeightBlockBytes(t);
