@@ -154,7 +154,7 @@ void QuantizeRowQ5_1(const float* x, void* vy, int64_t n) {
 void QuantizeRowIQ4_NL(const float* x, void* vy, int64_t n) {
   using quant_internal::BestIndexInt8;
   BlockIQ4_NL* y = static_cast<BlockIQ4_NL*>(vy);
-  const int8_t* values = kIQ4NLValues;
+  const int8_t* values = kIq4nlValues;
   constexpr int kTries = 7;
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
     float weight[kQK];
