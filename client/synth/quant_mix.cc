@@ -52,25 +52,6 @@ constexpr QuantMix kMixes[] = {
     {"iq4_xs", kMostlyIQ4_XS, DType::kIQ4_XS},
 };
 
-bool IsQuantized(DType t) { return t != DType::kF32 && t != DType::kF16 && t != DType::kBF16; }
-
-int64_t BlockSize(DType t) {
-  switch (t) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-      return 1;
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kIQ4_XS:
-      return 256;
-    default:
-      return 32;
-  }
-}
 
 // The layer of "blk.N.*" (-1 for tensors outside the layers).
 int LayerOf(std::string_view name) {
@@ -197,10 +178,10 @@ absl::StatusOr<QuantMix> FindQuantMix(std::string_view name) {
   std::string names;
   for (const QuantMix& m : kMixes) {
     if (m.name == name) return m;
-    absl::StrAppend(&names, names.empty() ? "" : ", ", m.name);
+    absl::StrAppend(&names, names.empty() ? "" : ", ", std::string(m.name));
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown type '", name, "' (expected one of ", names, ")"));
+      absl::StrCat("unknown type '", std::string(name), "' (expected one of ", names, ")"));
 }
 
 DType ChooseTensorType(const QuantMix& mix, const QuantMixModel& model, std::string_view name,

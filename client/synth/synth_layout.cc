@@ -243,7 +243,7 @@ absl::Status ValidateSynthShape(const SynthShape& s, DType type) {
       if (r.n % kQ8_0BlockSize != 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             r.flag, ": rows of ", r.n, " values must be a multiple of 32 for --type ",
-            absl::AsciiStrToLower(DTypeName(type)), " (quantized blocks do not straddle rows)"));
+            absl::AsciiStrToLower(std::string(DTypeName(type))), " (quantized blocks do not straddle rows)"));
       }
     }
   }

@@ -483,7 +483,7 @@ void QuantizeRowQ6_K(const float* x, void* vy, int64_t n) {
 // block the IQ4_NL scale search, then 6-bit signed block scales relative to the largest one.
 void QuantizeRowIQ4_XS(const float* x, void* vy, int64_t n) {
   BlockIQ4_XS* y = static_cast<BlockIQ4_XS*>(vy);
-  const int8_t* values = kIQ4NLValues;
+  const int8_t* values = kIq4nlValues;
   constexpr int kTries = 7;
   uint8_t L[kQK_K];
   float weight[32];
