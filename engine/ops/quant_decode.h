@@ -4,8 +4,8 @@
 //
 // The values are bit for bit those of engine/format/dequantize.h (ggml's dequantize_row_*;
 // tests/engine/ops/quant_decode_test.cc compares the two). The ops room does not link the
-// format room, hence a second implementation; the hot formats (Q4_K, Q6_K) have AVX-512
-// decoders that keep ggml's operation order (multiply, then subtract; no fused multiply-add).
+// format room, hence a second implementation. Scalar C++ for now (compiled without FMA
+// contraction to keep ggml's rounding); per-format SIMD decoders are still to be written.
 #ifndef TEXTGEN_ENGINE_OPS_QUANT_DECODE_H_
 #define TEXTGEN_ENGINE_OPS_QUANT_DECODE_H_
 
