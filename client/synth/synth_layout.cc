@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <string_view>
+#include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "engine/format/quantize.h"
 #include "engine/util/status_macros.h"
@@ -148,21 +150,39 @@ void FillNormal(uint64_t key, uint64_t first, float* out, int64_t n) {
 }
 
 // A matrix [rows, cols] of `type`, generated and converted a chunk of whole rows at a time
-// while the writer streams the file.
+// while the writer streams the file. The K-quant rounding searches cost ~100 ns a value, so
+// each chunk is split by rows over `threads` threads (rows are independent, so the bytes do
+// not depend on the split).
 absl::Status AddRandomMatrix(GgufWriter& w, const std::string& name, DType type, int64_t rows,
-                             int64_t cols, uint64_t seed) {
+                             int64_t cols, uint64_t seed, int threads) {
   const uint64_t key = TensorKey(seed, name);
+  TG_ASSIGN_OR_RETURN(const size_t row_bytes, RowBytes(type, cols));
   GgufTensorFiller fill = [=](GgufTensorSink& sink) -> absl::Status {
-    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 18) / cols);
-    std::vector<float> values;  // [chunk_rows, cols]
-    std::vector<uint8_t> bytes;
+    const int64_t rows_per_thread = std::max<int64_t>(1, (int64_t{1} << 18) / cols);
+    const int64_t chunk_rows = rows_per_thread * threads;
+    std::vector<float> values;   // [chunk_rows, cols]
+    std::vector<uint8_t> bytes;  // [chunk_rows, row_bytes]
     for (int64_t r = 0; r < rows; r += chunk_rows) {
-      const int64_t n = std::min(chunk_rows, rows - r) * cols;
-      values.resize(n);
-      FillNormal(key, static_cast<uint64_t>(r * cols), values.data(), n);
-      TG_ASSIGN_OR_RETURN(size_t num_bytes, RowBytes(type, n));
-      bytes.resize(num_bytes);
-      TG_RETURN_IF_ERROR(FromF32(type, values, absl::MakeSpan(bytes)));
+      const int64_t n_rows = std::min(chunk_rows, rows - r);
+      values.resize(n_rows * cols);
+      bytes.resize(n_rows * row_bytes);
+      // Rows [first, first + count) of this chunk.
+      auto convert = [&](int64_t first, int64_t count) {
+        float* v = values.data() + first * cols;
+        FillNormal(key, static_cast<uint64_t>((r + first) * cols), v, count * cols);
+        return FromF32(type, absl::MakeConstSpan(v, count * cols),
+                       absl::MakeSpan(bytes.data() + first * row_bytes, count * row_bytes));
+      };
+      const int64_t per = (n_rows + threads - 1) / threads;
+      std::vector<absl::Status> status(threads);
+      std::vector<std::thread> workers;
+      for (int t = 1; t < threads && t * per < n_rows; ++t) {
+        workers.emplace_back(
+            [&, t] { status[t] = convert(t * per, std::min(per, n_rows - t * per)); });
+      }
+      status[0] = convert(0, std::min(per, n_rows));
+      for (std::thread& th : workers) th.join();
+      for (const absl::Status& st : status) TG_RETURN_IF_ERROR(st);
       TG_RETURN_IF_ERROR(sink.Append(bytes.data(), bytes.size()));
     }
     return absl::OkStatus();
@@ -211,9 +231,10 @@ absl::Status ValidateSynthShape(const SynthShape& s, DType type) {
     return absl::InvalidArgumentError(
         absl::StrCat("--heads: head size ", s.HeadDim(), " must be even for RoPE"));
   }
-  if (type == DType::kQ8_0) {
-    // Q8_0 blocks of 32 run along rows: dim for most matrices, heads * head size for
-    // attn_output, ffn for ffn_down.
+  if (type != DType::kF32 && type != DType::kF16 && type != DType::kBF16) {
+    // Quantized blocks (32 values at least) run along rows: dim for most matrices, heads *
+    // head size for attn_output, ffn for ffn_down. Rows that fit 32 but not a 256-value
+    // super-block take the mix's fallback type (quant_mix.h).
     const struct {
       const char* flag;
       int64_t n;
@@ -221,7 +242,8 @@ absl::Status ValidateSynthShape(const SynthShape& s, DType type) {
     for (const auto& r : rows) {
       if (r.n % kQ8_0BlockSize != 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            r.flag, ": rows of ", r.n, " values must be a multiple of 32 for --type q8_0"));
+            r.flag, ": rows of ", r.n, " values must be a multiple of 32 for --type ",
+            absl::AsciiStrToLower(std::string(DTypeName(type))), " (quantized blocks do not straddle rows)"));
       }
     }
   }
@@ -279,13 +301,20 @@ std::vector<float> Llama3RopeFactors(int head_dim, float base, float factor, int
 }
 
 absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, DType type, int64_t n_vocab,
-                             uint64_t seed, SynthTotals* totals) {
+                             uint64_t seed, SynthTotals* totals, int threads) {
+  return AddSynthTensors(
+      w, s, [type](std::string_view, int64_t) { return type; }, n_vocab, seed, totals, threads);
+}
+
+absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, const SynthTypeFn& type_of,
+                             int64_t n_vocab, uint64_t seed, SynthTotals* totals, int threads) {
+  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const int64_t d = s.dim, ff = s.ffn, hd = s.HeadDim();
   const int64_t q_dim = int64_t{s.heads} * hd, kv_dim = int64_t{s.kv_heads} * hd;
   // Matrices are [out, in] (rows of `in` values), as the engine loads them.
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     totals->params += rows * cols;
-    return AddRandomMatrix(w, name, type, rows, cols, seed);
+    return AddRandomMatrix(w, name, type_of(name, cols), rows, cols, seed, threads);
   };
   auto vec = [&](const std::string& name, std::vector<float> v) {
     totals->params += static_cast<int64_t>(v.size());

@@ -5,7 +5,9 @@
 #define TEXTGEN_CLIENT_SYNTH_SYNTH_LAYOUT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -60,11 +62,20 @@ struct SynthTotals {
 // Writes every `<arch>.*` hyperparameter key of `s` into `w` (n_vocab: the token count).
 void SetSynthHyperparameters(GgufWriter& w, const SynthShape& s, int64_t n_vocab);
 
-// Adds every tensor of `s` in forward-pass order: matrices of `type` with N(0, 0.02)-like values
-// keyed by (seed, name); norm weights 1 (Gemma's GGUF norms store 1 + w, so w = 0); biases small
-// random F32; RoPE factor vectors as the real models have them.
+// The stored type of matrix `name` with rows of `ncols` values (a quantization mix's rules).
+using SynthTypeFn = std::function<DType(std::string_view name, int64_t ncols)>;
+
+// Adds every tensor of `s` in forward-pass order: matrices of `type_of(name, cols)` with
+// N(0, 0.02)-like values keyed by (seed, name) (so the values do not depend on the type); norm
+// weights 1 (Gemma's GGUF norms store 1 + w, so w = 0); biases small random F32; RoPE factor
+// vectors as the real models have them. Matrices are generated and converted on `threads`
+// threads (0: one per hardware thread) while the writer streams the file; the bytes do not
+// depend on the thread count. InvalidArgument when a matrix's rows do not fit its type's blocks.
+absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, const SynthTypeFn& type_of,
+                             int64_t n_vocab, uint64_t seed, SynthTotals* totals, int threads = 0);
+// Every matrix of one type.
 absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, DType type, int64_t n_vocab,
-                             uint64_t seed, SynthTotals* totals);
+                             uint64_t seed, SynthTotals* totals, int threads = 0);
 
 // Llama 3 rope scaling as per-dimension divisors of the frequencies ([head_dim / 2]), what
 // llama.cpp's converter writes as rope_freqs.weight (low_freq_factor 1, high_freq_factor 4).

@@ -3,7 +3,8 @@
 // them (like vLLM's dummy weights). The tokenizer is copied from a vocab GGUF, so prompts tokenize
 // as with the real model; the generated text is of course noise.
 //
-//   textgen-synth-model --shape NAME --type f32|f16|bf16|q8_0 --out PATH [--vocab GGUF] [--seed N]
+//   textgen-synth-model --shape NAME --type f32|f16|bf16|q8_0|q4_k_m|... --out PATH
+//                       [--vocab GGUF] [--seed N] [--threads N]
 #include <sys/stat.h>
 
 #include <chrono>
@@ -19,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/synth/quant_mix.h"
 #include "client/synth/synth_layout.h"
 #include "engine/format/dtype.h"
 #include "engine/format/gguf_file.h"
@@ -40,13 +42,17 @@ Usage:
   --shape NAME    stories15M, stories42M, stories110M, tinyllama-1.1b (llama, Llama 2 vocab);
                   llama-3.2-1b (Llama 3 rope scaling), qwen2.5-0.5b, qwen3-0.6b, phi-3.5-mini
                   (longrope), gemma-3-1b (sliding window), each with its family's vocab; or custom
-  --type TYPE     f32, f16, bf16 or q8_0 for every matrix (norm and bias vectors stay f32)
+  --type TYPE     f32, f16, bf16: every matrix of that type; q8_0, q4_0, q4_1, q5_0, q5_1,
+                  q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl,
+                  iq4_xs: llama-quantize's file types, each matrix of the type llama-quantize
+                  (no imatrix) gives it, quantized as llama.cpp does. Norm and bias vectors stay f32
   --out PATH      the GGUF file to write (written to PATH.tmp, then renamed)
   --vocab GGUF    tokenizer source; every tokenizer.* key is copied and its token count is the
                   vocab size (default: the shape's vocab file, ggml-vocab-llama-spm.gguf for
                   custom, in $TEXTGEN_MODELS/vocab/, else ../shared/models/vocab/, else
                   models/vocab/)
   --seed N        weights are a pure function of the seed and the tensor name (default 1)
+  --threads N     threads converting weights (default: one per hardware thread)
   --arch A        llama (default), qwen2, qwen3, phi3 or gemma3: the layout with --shape custom
   --dim, --layers, --heads, --kv-heads (default: --heads), --head-dim (default: dim / heads),
   --ffn, --ctx (default 2048): the shape with --shape custom
@@ -59,7 +65,8 @@ struct Args {
   std::string shape_name;
   SynthShape shape;
   std::string type_name;
-  DType type = DType::kF32;
+  QuantMix mix;
+  int threads = 0;
   std::string out;
   std::string vocab;
   uint64_t seed = 1;
@@ -117,16 +124,13 @@ Args ParseArgs(int argc, char** argv) {
     } else if (flag == "--type") {
       a.type_name = value();
       has_type = true;
-      if (a.type_name == "f32") {
-        a.type = DType::kF32;
-      } else if (a.type_name == "f16") {
-        a.type = DType::kF16;
-      } else if (a.type_name == "bf16") {
-        a.type = DType::kBF16;
-      } else if (a.type_name == "q8_0") {
-        a.type = DType::kQ8_0;
-      } else {
-        BadFlag("--type: expected f32, f16, bf16 or q8_0, got '" + a.type_name + "'");
+      absl::StatusOr<QuantMix> mix = FindQuantMix(a.type_name);
+      if (!mix.ok()) BadFlag("--type: " + std::string(mix.status().message()));
+      a.mix = *mix;
+    } else if (flag == "--threads") {
+      const std::string v = value();
+      if (!absl::SimpleAtoi(v, &a.threads) || a.threads < 1 || a.threads > 1024) {
+        BadFlag("--threads: expected an integer in 1..1024, got '" + v + "'");
       }
     } else if (flag == "--out") {
       a.out = value();
@@ -159,7 +163,7 @@ Args ParseArgs(int argc, char** argv) {
     }
   }
   if (a.shape_name.empty()) BadFlag("--shape: required (see --help)");
-  if (!has_type) BadFlag("--type: required (f32, f16, bf16 or q8_0)");
+  if (!has_type) BadFlag("--type: required (f32, f16, bf16, q8_0, q4_k_m, ...: see --help)");
   if (a.out.empty()) BadFlag("--out: required");
 
   if (a.shape_name == "custom") {
@@ -192,26 +196,11 @@ Args ParseArgs(int argc, char** argv) {
     }
     a.shape = *found;
   }
-  if (absl::Status st = ValidateSynthShape(a.shape, a.type); !st.ok()) {
+  if (absl::Status st = ValidateSynthShape(a.shape, a.mix.base); !st.ok()) {
     BadFlag(std::string(st.message()));
   }
   if (a.vocab.empty()) a.vocab = DefaultVocab(a.shape.vocab);
   return a;
-}
-
-// llama.cpp's general.file_type (LLAMA_FTYPE_*), so llama.cpp can load the file too.
-uint32_t FileType(DType type) {
-  switch (type) {
-    case DType::kF32:
-      return 0;
-    case DType::kF16:
-      return 1;
-    case DType::kQ8_0:
-      return 7;
-    case DType::kBF16:
-      return 32;
-  }
-  return 0;
 }
 
 struct Written {
@@ -241,8 +230,12 @@ absl::StatusOr<Written> WriteModel(const Args& a, const GgufFile& vocab) {
   GgufWriter w;
   w.SetString("general.architecture", s.arch);
   w.SetString("general.name", absl::StrCat("synthetic ", s.name, " ", a.type_name));
-  w.SetUint32("general.file_type", FileType(a.type));
-  if (a.type == DType::kQ8_0) w.SetUint32("general.quantization_version", 2);
+  // llama.cpp's LLAMA_FTYPE_* and ggml's quantization version, as llama-quantize writes them.
+  w.SetUint32("general.file_type", a.mix.llama_ftype);
+  const DType base = a.mix.base;
+  if (base != DType::kF32 && base != DType::kF16 && base != DType::kBF16) {
+    w.SetUint32("general.quantization_version", 2);
+  }
   SetSynthHyperparameters(w, s, n_vocab);
   for (const auto& [key, value] : vocab.metadata()) {
     if (key.starts_with("tokenizer.")) w.Set(key, value);
@@ -250,7 +243,12 @@ absl::StatusOr<Written> WriteModel(const Args& a, const GgufFile& vocab) {
 
   Written out;
   SynthTotals totals;
-  TG_RETURN_IF_ERROR(AddSynthTensors(w, s, a.type, n_vocab, a.seed, &totals));
+  const QuantMixModel mix_model{
+      .n_layer = s.layers, .n_head = s.heads, .n_head_kv = s.kv_heads, .tied = s.tied};
+  const SynthTypeFn type_of = [&](std::string_view name, int64_t ncols) {
+    return ChooseTensorType(a.mix, mix_model, name, ncols);
+  };
+  TG_RETURN_IF_ERROR(AddSynthTensors(w, s, type_of, n_vocab, a.seed, &totals, a.threads));
   out.params = totals.params;
   TG_RETURN_IF_ERROR(w.Write(a.out));
   struct stat st;

@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "engine/format/dequantize.h"
+#include "engine/format/quant_blocks.h"
 
 namespace textgen {
 namespace {
@@ -26,79 +28,75 @@ std::string_view GgmlTypeName(uint32_t id) {
   return "";
 }
 
+// One row per DType, in enum order: ggml id, name, values and bytes per block.
+struct TypeInfo {
+  DType type;
+  uint32_t ggml;
+  std::string_view name;
+  int64_t block;
+  size_t block_bytes;
+};
+constexpr TypeInfo kTypes[] = {
+    {DType::kF32, kGgmlTypeF32, "F32", 1, 4},
+    {DType::kF16, kGgmlTypeF16, "F16", 1, 2},
+    {DType::kBF16, kGgmlTypeBF16, "BF16", 1, 2},
+    {DType::kQ8_0, kGgmlTypeQ8_0, "Q8_0", kQkSmall, sizeof(BlockQ8_0Format)},
+    {DType::kQ4_0, kGgmlTypeQ4_0, "Q4_0", kQkSmall, sizeof(BlockQ4_0)},
+    {DType::kQ4_1, kGgmlTypeQ4_1, "Q4_1", kQkSmall, sizeof(BlockQ4_1)},
+    {DType::kQ5_0, kGgmlTypeQ5_0, "Q5_0", kQkSmall, sizeof(BlockQ5_0)},
+    {DType::kQ5_1, kGgmlTypeQ5_1, "Q5_1", kQkSmall, sizeof(BlockQ5_1)},
+    {DType::kQ2_K, kGgmlTypeQ2_K, "Q2_K", kQkK, sizeof(BlockQ2_K)},
+    {DType::kQ3_K, kGgmlTypeQ3_K, "Q3_K", kQkK, sizeof(BlockQ3_K)},
+    {DType::kQ4_K, kGgmlTypeQ4_K, "Q4_K", kQkK, sizeof(BlockQ4_K)},
+    {DType::kQ5_K, kGgmlTypeQ5_K, "Q5_K", kQkK, sizeof(BlockQ5_K)},
+    {DType::kQ6_K, kGgmlTypeQ6_K, "Q6_K", kQkK, sizeof(BlockQ6_K)},
+    {DType::kIQ4_NL, kGgmlTypeIQ4_NL, "IQ4_NL", kQkSmall, sizeof(BlockIQ4_NL)},
+    {DType::kIQ4_XS, kGgmlTypeIQ4_XS, "IQ4_XS", kQkK, sizeof(BlockIQ4_XS)},
+};
+static_assert(std::size(kTypes) == kNumDTypes);
+static_assert([] {
+  for (int i = 0; i < kNumDTypes; ++i) {
+    if (static_cast<int>(kTypes[i].type) != i) return false;
+  }
+  return true;
+}());
+
+const TypeInfo& Info(DType type) { return kTypes[static_cast<int>(type)]; }
+
 }  // namespace
 
+int64_t BlockSize(DType type) { return Info(type).block; }
+size_t BlockBytes(DType type) { return Info(type).block_bytes; }
+
 absl::StatusOr<DType> DTypeFromGgmlType(uint32_t ggml_type) {
-  switch (ggml_type) {
-    case kGgmlTypeF32:
-      return DType::kF32;
-    case kGgmlTypeF16:
-      return DType::kF16;
-    case kGgmlTypeQ8_0:
-      return DType::kQ8_0;
-    case kGgmlTypeBF16:
-      return DType::kBF16;
-    default:
-      break;
+  for (const TypeInfo& t : kTypes) {
+    if (t.ggml == ggml_type) return t.type;
   }
   std::string_view name = GgmlTypeName(ggml_type);
   if (!name.empty()) {
-    return absl::UnimplementedError(absl::StrCat("unsupported ggml tensor type ", ggml_type, " (",
-                                                 std::string(name),
-                                                 "); supported: F32, F16, BF16, Q8_0"));
+    return absl::UnimplementedError(absl::StrCat(
+        "unsupported ggml tensor type ", ggml_type, " (", std::string(name),
+        "); supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, "
+        "Q6_K, IQ4_NL, IQ4_XS"));
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown ggml tensor type id ", ggml_type));
 }
 
-uint32_t GgmlTypeOf(DType type) {
-  switch (type) {
-    case DType::kF32:
-      return kGgmlTypeF32;
-    case DType::kF16:
-      return kGgmlTypeF16;
-    case DType::kBF16:
-      return kGgmlTypeBF16;
-    case DType::kQ8_0:
-      return kGgmlTypeQ8_0;
-  }
-  return kGgmlTypeF32;  // unreachable for valid enum values
-}
+uint32_t GgmlTypeOf(DType type) { return Info(type).ggml; }
 
-std::string_view DTypeName(DType type) {
-  switch (type) {
-    case DType::kF32:
-      return "F32";
-    case DType::kF16:
-      return "F16";
-    case DType::kBF16:
-      return "BF16";
-    case DType::kQ8_0:
-      return "Q8_0";
-  }
-  return "?";
-}
+std::string_view DTypeName(DType type) { return Info(type).name; }
 
 absl::StatusOr<size_t> RowBytes(DType type, int64_t n) {
   if (n < 0) return absl::InvalidArgumentError(absl::StrCat("negative row length ", n));
   const uint64_t un = static_cast<uint64_t>(n);
   uint64_t bytes = 0;
-  bool overflow = false;
-  switch (type) {
-    case DType::kF32:
-      overflow = __builtin_mul_overflow(un, uint64_t{4}, &bytes);
-      break;
-    case DType::kF16:
-    case DType::kBF16:
-      overflow = __builtin_mul_overflow(un, uint64_t{2}, &bytes);
-      break;
-    case DType::kQ8_0:
-      if (n % kQ8_0BlockSize != 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Q8_0 row length ", n, " is not a multiple of ", kQ8_0BlockSize));
-      }
-      overflow = __builtin_mul_overflow(un / kQ8_0BlockSize, uint64_t{kQ8_0BlockBytes}, &bytes);
-      break;
+  const int64_t block = BlockSize(type);
+  if (n % block != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(DTypeName(type)), " row length ", n,
+                                                   " is not a multiple of ", block));
   }
+  const bool overflow =
+      __builtin_mul_overflow(un / static_cast<uint64_t>(block), uint64_t{BlockBytes(type)}, &bytes);
   if (overflow || bytes > std::numeric_limits<size_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("row of ", n, " elements overflows size_t"));
   }
@@ -136,6 +134,9 @@ void ToF32(DType type, const void* src, float* dst, int64_t n) {
         float* out = dst + b * kQ8_0BlockSize;
         for (int64_t i = 0; i < kQ8_0BlockSize; ++i) out[i] = d * static_cast<float>(q[i]);
       }
+      return;
+    default:
+      DequantizeRow(type, p, dst, n);
       return;
   }
 }

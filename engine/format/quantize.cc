@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/format/quantize_rows.h"
 #include "engine/util/status_macros.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
@@ -117,6 +118,39 @@ void ToBF16Row(const float* src, uint8_t* out, int64_t n) {
   }
 }
 
+using RowQuantizer = void (*)(const float* x, void* y, int64_t n);
+
+// The block formats' quantizers (quantize_rows.h); nullptr for F32/F16/BF16/Q8_0, which
+// FromF32 converts itself.
+RowQuantizer RowQuantizerOf(DType type) {
+  switch (type) {
+    case DType::kQ4_0:
+      return &QuantizeRowQ4_0;
+    case DType::kQ4_1:
+      return &QuantizeRowQ4_1;
+    case DType::kQ5_0:
+      return &QuantizeRowQ5_0;
+    case DType::kQ5_1:
+      return &QuantizeRowQ5_1;
+    case DType::kIQ4_NL:
+      return &QuantizeRowIQ4_NL;
+    case DType::kQ2_K:
+      return &QuantizeRowQ2_K;
+    case DType::kQ3_K:
+      return &QuantizeRowQ3_K;
+    case DType::kQ4_K:
+      return &QuantizeRowQ4_K;
+    case DType::kQ5_K:
+      return &QuantizeRowQ5_K;
+    case DType::kQ6_K:
+      return &QuantizeRowQ6_K;
+    case DType::kIQ4_XS:
+      return &QuantizeRowIQ4_XS;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
 
 void QuantizeBlockQ8_0(const float* x, uint8_t* block) {
@@ -136,6 +170,11 @@ absl::Status FromF32(DType type, absl::Span<const float> src, absl::Span<uint8_t
                      ": destination has ", dst.size(), " bytes, needs ", bytes));
   }
   uint8_t* out = dst.data();
+  if (RowQuantizer quantize = RowQuantizerOf(type); quantize != nullptr) {
+    // RowBytes has checked that n is a whole number of blocks.
+    quantize(src.data(), out, n);
+    return absl::OkStatus();
+  }
   switch (type) {
     case DType::kF32:
       if (n > 0) std::memcpy(out, src.data(), bytes);
@@ -151,6 +190,9 @@ absl::Status FromF32(DType type, absl::Span<const float> src, absl::Span<uint8_t
         QuantizeBlockQ8_0(src.data() + b * kQ8_0BlockSize, out + b * kQ8_0BlockBytes);
       }
       break;
+    default:
+      return absl::UnimplementedError(
+          absl::StrCat("no quantizer for ", std::string(DTypeName(type))));
   }
   return absl::OkStatus();
 }

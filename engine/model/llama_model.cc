@@ -21,18 +21,13 @@ namespace textgen {
 namespace {
 
 ops::WeightType ToWeightType(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return ops::WeightType::kF32;
-    case DType::kF16:
-      return ops::WeightType::kF16;
-    case DType::kBF16:
-      return ops::WeightType::kBf16;
-    case DType::kQ8_0:
-      return ops::WeightType::kQ8_0;
-  }
-  return ops::WeightType::kF32;
+  // The two enums list the formats in the same order (checked below).
+  return static_cast<ops::WeightType>(static_cast<int>(t));
 }
+static_assert(static_cast<int>(ops::WeightType::kQ8_0) == static_cast<int>(DType::kQ8_0) &&
+              static_cast<int>(ops::WeightType::kQ4_K) == static_cast<int>(DType::kQ4_K) &&
+              static_cast<int>(ops::WeightType::kIQ4_XS) == static_cast<int>(DType::kIQ4_XS) &&
+              static_cast<int>(ops::WeightType::kIQ4_XS) + 1 == kNumDTypes);
 
 // The Linear made its own copy (converted or packed) of weights that lie in the model file's
 // read-only private mapping: drop the process's pages of it, so that the file's pages do not

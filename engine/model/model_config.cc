@@ -45,7 +45,7 @@ absl::StatusOr<std::vector<float>> GetFactorTensor(const GgufFile& gguf, const s
                                                    int n) {
   const GgufTensorInfo* t = gguf.FindTensor(name);
   if (t == nullptr) return std::vector<float>();
-  if (t->dims.size() != 1 || t->dims[0] != n || t->type == DType::kQ8_0) {
+  if (t->dims.size() != 1 || t->dims[0] != n || IsQuantized(t->type)) {
     return absl::InvalidArgumentError(absl::StrCat("GGUF ", gguf.path(), ": tensor ", name,
                                                    " must be a float vector of ", n, " elements"));
   }

@@ -6,7 +6,9 @@
 #include "engine/ops/direct_matmul.h"
 #include "engine/ops/gemv_bf16_dot.h"
 #include "engine/ops/gemv_float.h"
+#include "engine/ops/kquant_dot.h"
 #include "engine/ops/q8_0_gemv.h"
+#include "engine/ops/quant_gemv.h"
 #include "engine/ops/threading.h"
 
 namespace textgen::ops {
@@ -28,6 +30,16 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
     const BlockQ8_0* q = xq.data();
     ParallelFor(out, kRowAlign, threads,
                 [&](int64_t r0, int64_t r1) { GemvQ8_0Vnni(w_, q, n, y, out, r0, r1); });
+    return absl::OkStatus();
+  }
+  if (KQuantInt8()) {
+    // Activations quantized to Q8_K once per call, shared by all threads: xq [n, in/256].
+    thread_local std::vector<BlockQ8_K> xk;
+    xk.resize(static_cast<size_t>(n * (in / kQkK)));
+    QuantizeActivationsQ8_K(x, n, in, xk.data());
+    const BlockQ8_K* q = xk.data();
+    ParallelFor(out, kRowAlign, threads,
+                [&](int64_t r0, int64_t r1) { GemvKQuantInt8(w_, q, n, y, out, r0, r1); });
     return absl::OkStatus();
   }
   if (Bf16Dot()) {
@@ -55,6 +67,9 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
       case WeightType::kQ8_0:
         GemvQ8_0Exact(w_, x, n, y, out, r0, r1);
         break;
+      default:
+        GemvQuantExact(w_, x, n, y, out, r0, r1);
+        break;
     }
   });
   return absl::OkStatus();
@@ -62,7 +77,7 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
 
 std::string GemvMatmul::Name() const {
   return absl::StrCat("gemv:", WeightTypeName(w_.type),
-                      Vnni() ? ":vnni" : (Bf16Dot() ? ":bf16" : ":f32"));
+                      Vnni() || KQuantInt8() ? ":vnni" : (Bf16Dot() ? ":bf16" : ":f32"));
 }
 
 }  // namespace textgen::ops

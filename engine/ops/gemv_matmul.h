@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/ops/kquant_dot.h"
 #include "engine/ops/linear_options.h"
 #include "engine/ops/matmul_kernel.h"
 #include "engine/ops/weight.h"
@@ -20,8 +21,9 @@ namespace textgen::ops {
 class GemvMatmul final : public MatmulKernel {
  public:
   // `w` must outlive the object. Under compute kBf16, Q8_0 weights use the int8 VNNI kernel
-  // (activations quantized to Q8_0 per call) and BF16 weights the BF16 dot-product kernel
-  // (activations rounded to BF16 per call); every other combination multiplies in F32.
+  // (activations quantized to Q8_0 per call), Q4_K and Q6_K int8 dot products with activations
+  // quantized to Q8_K per call (engine/ops/kquant_dot.h), and BF16 weights the BF16 dot-product
+  // kernel (activations rounded to BF16 per call); every other combination multiplies in F32.
   GemvMatmul(const WeightView& w, LinearCompute compute, int64_t parallel_min_bytes)
       : w_(w), compute_(compute), parallel_min_bytes_(parallel_min_bytes) {}
 
@@ -30,6 +32,7 @@ class GemvMatmul final : public MatmulKernel {
 
  private:
   bool Vnni() const { return w_.type == WeightType::kQ8_0 && compute_ == LinearCompute::kBf16; }
+  bool KQuantInt8() const { return HasKQuantInt8(w_.type) && compute_ == LinearCompute::kBf16; }
   bool Bf16Dot() const { return w_.type == WeightType::kBf16 && compute_ == LinearCompute::kBf16; }
 
   WeightView w_;

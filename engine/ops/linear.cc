@@ -26,9 +26,10 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const WeightView& w,
   if (w.out < 1 || w.in < 1) {
     return absl::InvalidArgumentError(absl::StrCat("Linear: bad shape [", w.out, ", ", w.in, "]"));
   }
-  if (w.type == WeightType::kQ8_0 && w.in % kQ8_0Block != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Linear: Q8_0 rows of ", w.in, " values are not whole 32-value blocks"));
+  if (w.in % WeightBlockSize(w.type) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Linear: ", WeightTypeName(w.type), " rows of ",
+                                                   w.in, " values are not whole ",
+                                                   WeightBlockSize(w.type), "-value blocks"));
   }
   auto linear = std::unique_ptr<Linear>(new Linear(options));
   linear->w_ = w;

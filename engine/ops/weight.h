@@ -14,7 +14,46 @@ enum class WeightType : uint8_t {
   kF16,   // IEEE half
   kBf16,  // bfloat16 (upper half of an F32)
   kQ8_0,  // ggml Q8_0: blocks of 32 values, each one F16 scale d then 32 int8 q; value = d * q
+  // ggml's other block formats, laid out as engine/format/quant_blocks.h describes.
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ2_K,
+  kQ3_K,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+  kIQ4_NL,
+  kIQ4_XS,
 };
+
+// Values per block (1 for F32/F16/BF16) and bytes per block (the element size for those).
+inline constexpr int64_t WeightBlockSize(WeightType t) {
+  switch (t) {
+    case WeightType::kF32:
+    case WeightType::kF16:
+    case WeightType::kBf16:
+      return 1;
+    case WeightType::kQ8_0:
+    case WeightType::kQ4_0:
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_0:
+    case WeightType::kQ5_1:
+    case WeightType::kIQ4_NL:
+      return 32;
+    default:
+      return 256;
+  }
+}
+inline constexpr size_t WeightBlockBytes(WeightType t) {
+  constexpr size_t kBytes[] = {4, 2, 2, 34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18, 136};
+  return kBytes[static_cast<int>(t)];
+}
+// True for the block formats other than Q8_0 (served by engine/ops/quant_gemv.h).
+inline constexpr bool IsKQuantFamily(WeightType t) {
+  return static_cast<int>(t) > static_cast<int>(WeightType::kQ8_0);
+}
 
 inline constexpr int64_t kQ8_0Block = 32;      // values per Q8_0 block
 inline constexpr size_t kQ8_0BlockBytes = 34;  // 2-byte F16 scale + 32 int8
@@ -36,13 +75,35 @@ inline const char* WeightTypeName(WeightType t) {
       return "bf16";
     case WeightType::kQ8_0:
       return "q8_0";
+    case WeightType::kQ4_0:
+      return "q4_0";
+    case WeightType::kQ4_1:
+      return "q4_1";
+    case WeightType::kQ5_0:
+      return "q5_0";
+    case WeightType::kQ5_1:
+      return "q5_1";
+    case WeightType::kQ2_K:
+      return "q2_k";
+    case WeightType::kQ3_K:
+      return "q3_k";
+    case WeightType::kQ4_K:
+      return "q4_k";
+    case WeightType::kQ5_K:
+      return "q5_k";
+    case WeightType::kQ6_K:
+      return "q6_k";
+    case WeightType::kIQ4_NL:
+      return "iq4_nl";
+    case WeightType::kIQ4_XS:
+      return "iq4_xs";
   }
   return "?";
 }
 
-// W [out, in] row-major in `type`; for kQ8_0, `in` is a multiple of 32 and each row is in/32
-// consecutive BlockQ8_0. `data` needs no alignment. Borrowed: the owner (a mapped file or a
-// buffer held by Linear) outlives every view.
+// W [out, in] row-major in `type`; for the block formats, `in` is a multiple of
+// WeightBlockSize(type) and each row is in / WeightBlockSize(type) consecutive blocks. `data` needs
+// no alignment. Borrowed: the owner (a mapped file or a buffer held by Linear) outlives every view.
 struct WeightView {
   WeightType type = WeightType::kF32;
   const void* data = nullptr;
@@ -50,16 +111,7 @@ struct WeightView {
   int64_t in = 0;
 
   size_t row_bytes() const {
-    switch (type) {
-      case WeightType::kF32:
-        return static_cast<size_t>(in) * 4;
-      case WeightType::kF16:
-      case WeightType::kBf16:
-        return static_cast<size_t>(in) * 2;
-      case WeightType::kQ8_0:
-        return static_cast<size_t>(in / kQ8_0Block) * kQ8_0BlockBytes;
-    }
-    return 0;
+    return static_cast<size_t>(in / WeightBlockSize(type)) * WeightBlockBytes(type);
   }
   size_t bytes() const { return row_bytes() * static_cast<size_t>(out); }
   const uint8_t* row(int64_t r) const {

@@ -1,8 +1,10 @@
 #include "engine/ops/weight_convert.h"
 
 #include <cstring>
+#include <vector>
 
 #include "engine/ops/half.h"
+#include "engine/ops/quant_decode.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
@@ -97,11 +99,28 @@ inline float ScalarAt(WeightType type, const uint8_t* src, int64_t k) {
 }
 #endif  // __AVX512F__
 
+// Block formats other than Q8_0, one row at a time through the exact decoders (rows never
+// split blocks); BF16 rounds the exact F32 values to nearest even.
+void DecodeRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
+  for (int64_t r = r0; r < r1; ++r) DecodeRowF32(w.type, w.row(r), dst + (r - r0) * w.in, w.in);
+}
+
+void DecodeRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst) {
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(w.in));
+  for (int64_t r = r0; r < r1; ++r) {
+    DecodeRowF32(w.type, w.row(r), row.data(), w.in);
+    uint16_t* out = dst + (r - r0) * w.in;
+    for (int64_t k = 0; k < w.in; ++k) out[k] = half::F32ToBf16(row[k]);
+  }
+}
+
 }  // namespace
 
 namespace portable {
 
 void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
+  if (IsKQuantFamily(w.type)) return DecodeRowsF32(w, r0, r1, dst);
   const uint8_t* src = RangeStart(w, r0);
   const int64_t count = RangeElems(w, r0, r1);
   switch (w.type) {
@@ -124,10 +143,13 @@ void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
         }
       }
       return;
+    default:
+      return;  // block formats other than Q8_0: DecodeRows above
   }
 }
 
 void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst) {
+  if (IsKQuantFamily(w.type)) return DecodeRowsBf16(w, r0, r1, dst);
   const uint8_t* src = RangeStart(w, r0);
   const int64_t count = RangeElems(w, r0, r1);
   switch (w.type) {
@@ -156,12 +178,15 @@ void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst)
         }
       }
       return;
+    default:
+      return;  // block formats other than Q8_0: DecodeRows above
   }
 }
 
 }  // namespace portable
 
 void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
+  if (IsKQuantFamily(w.type)) return DecodeRowsF32(w, r0, r1, dst);
 #if defined(__AVX512F__)
   const uint8_t* src = RangeStart(w, r0);
   const int64_t count = RangeElems(w, r0, r1);
@@ -184,6 +209,8 @@ void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
         _mm512_storeu_ps(dst + b * kQ8_0Block + 16, hi);
       }
       return;
+    default:
+      return;  // block formats other than Q8_0: DecodeRows above
   }
 #elif defined(TG_SIMD_AVX2)
   const uint8_t* src = RangeStart(w, r0);
@@ -201,6 +228,7 @@ void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
 }
 
 void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst) {
+  if (IsKQuantFamily(w.type)) return DecodeRowsBf16(w, r0, r1, dst);
 #if defined(__AVX512F__)
   const uint8_t* src = RangeStart(w, r0);
   const int64_t count = RangeElems(w, r0, r1);
@@ -228,6 +256,8 @@ void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * kQ8_0Block + 16), RoundToBf16(hi));
       }
       return;
+    default:
+      return;  // block formats other than Q8_0: DecodeRows above
   }
 #elif defined(TG_SIMD_AVX2)
   const uint8_t* src = RangeStart(w, r0);

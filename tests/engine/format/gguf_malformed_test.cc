@@ -210,9 +210,9 @@ TEST_CASE("GGUF tensor info errors", "[gguf][malformed]") {
     ExpectError(b, absl::StatusCode::kInvalidArgument, "dimension 0");
   }
   SECTION("unsupported tensor type") {
-    Patch<uint32_t>(&b, aa + 20, 12);
+    Patch<uint32_t>(&b, aa + 20, 16);
     ExpectError(b, absl::StatusCode::kUnimplemented, "tensor.aa");
-    ExpectError(b, absl::StatusCode::kUnimplemented, "12 (Q4_K)");
+    ExpectError(b, absl::StatusCode::kUnimplemented, "16 (IQ2_XXS)");
   }
   SECTION("unknown tensor type id") {
     Patch<uint32_t>(&b, aa + 20, 1000);

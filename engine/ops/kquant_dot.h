@@ -1,0 +1,40 @@
+// Fast mode (--compute bf16) decode kernels for Q4_K and Q6_K weights (what Q4_K_M files are
+// made of), as llama.cpp computes them: activations quantized per call to Q8_K blocks (256
+// int8 with an F32 scale and sums of 16), then integer dot products per super-block
+// (u8 weights x s8 activations, AVX-512 VNNI or AVX2 maddubs), scaled in F32 per super-block.
+// Weights are read once, at their stored size, straight from the mapping.
+//
+// Row-range contract as engine/ops/q8_0_gemv.h (y[i * ldy + r] for r in [r0, r1), nothing
+// else touched; single-threaded; arguments trusted; w.in a multiple of 256).
+#ifndef TEXTGEN_ENGINE_OPS_KQUANT_DOT_H_
+#define TEXTGEN_ENGINE_OPS_KQUANT_DOT_H_
+
+#include <cstdint>
+
+#include "engine/format/quant_blocks.h"
+#include "engine/ops/weight.h"
+
+namespace textgen::ops {
+
+// True for the weight types GemvKQuantInt8 serves.
+inline bool HasKQuantInt8(WeightType t) { return t == WeightType::kQ4_K || t == WeightType::kQ6_K; }
+
+// x [n, in] -> xq [n, in / 256], ggml's quantize_row_q8_K semantics: per block the value of
+// largest magnitude `max` maps to -127 (iscale = -127 / max), q = round-to-nearest-even
+// (x * iscale) clamped to 127, d = 1 / iscale, bsums[j] = sum of q[16j .. 16j + 15]. An
+// all-zero block gets d = 0 and q = 0.
+void QuantizeActivationsQ8_K(const float* x, int64_t n, int64_t in, BlockQ8_K* xq);
+
+// y = sum over super-blocks of the Q4_K / Q6_K x Q8_K dot product (exact int32 sums per
+// super-block, then F32: d_x * d_w * sumi - d_x * dmin_w * summins for Q4_K).
+void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
+                    int64_t r0, int64_t r1);
+
+namespace portable {
+void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
+                    int64_t r0, int64_t r1);
+}  // namespace portable
+
+}  // namespace textgen::ops
+
+#endif  // TEXTGEN_ENGINE_OPS_KQUANT_DOT_H_

@@ -1,0 +1,28 @@
+// Widening of ggml block-format weight rows (Q4_0 ... IQ4_XS, engine/format/quant_blocks.h) to
+// F32 on the kernel side: the exact GEMV widens each row through it, and the prefill paths
+// widen tiles of rows through ConvertRowsF32 / ConvertRowsBf16 (engine/ops/weight_convert.h).
+//
+// The values are bit for bit those of engine/format/dequantize.h (ggml's dequantize_row_*;
+// tests/engine/ops/quant_decode_test.cc compares the two). The ops room does not link the
+// format room, hence a second implementation. Scalar C++ for now (compiled without FMA
+// contraction to keep ggml's rounding); per-format SIMD decoders are still to be written.
+#ifndef TEXTGEN_ENGINE_OPS_QUANT_DECODE_H_
+#define TEXTGEN_ENGINE_OPS_QUANT_DECODE_H_
+
+#include <cstdint>
+
+#include "engine/ops/weight.h"
+
+namespace textgen::ops {
+
+// `n` values (a multiple of WeightBlockSize(type)) of the blocks at `src` (any alignment) into
+// dst [n]. `type` is one of the IsKQuantFamily formats. Single-threaded, no state.
+void DecodeRowF32(WeightType type, const uint8_t* src, float* dst, int64_t n);
+
+namespace portable {
+void DecodeRowF32(WeightType type, const uint8_t* src, float* dst, int64_t n);
+}  // namespace portable
+
+}  // namespace textgen::ops
+
+#endif  // TEXTGEN_ENGINE_OPS_QUANT_DECODE_H_

@@ -1,0 +1,80 @@
+// Random weights in every ggml block format, for the tests of the quantized kernels.
+#ifndef TEXTGEN_TESTS_ENGINE_OPS_QUANT_TEST_UTIL_H_
+#define TEXTGEN_TESTS_ENGINE_OPS_QUANT_TEST_UTIL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/format/dequantize.h"
+#include "engine/format/dtype.h"
+#include "engine/format/quant_blocks.h"
+#include "engine/ops/weight.h"
+
+namespace textgen::ops::testing {
+
+// The block formats beyond Q8_0, in WeightType order.
+inline constexpr WeightType kQuantTypes[] = {
+    WeightType::kQ4_0, WeightType::kQ4_1,   WeightType::kQ5_0,  WeightType::kQ5_1,
+    WeightType::kQ2_K, WeightType::kQ3_K,   WeightType::kQ4_K,  WeightType::kQ5_K,
+    WeightType::kQ6_K, WeightType::kIQ4_NL, WeightType::kIQ4_XS};
+
+inline DType ToDType(WeightType t) { return static_cast<DType>(static_cast<int>(t)); }
+
+// Byte offsets of the F16 scale fields of one block of `t` (everything else is bits, any
+// value valid).
+inline std::vector<size_t> F16Fields(WeightType t) {
+  switch (t) {
+    case WeightType::kQ4_0:
+    case WeightType::kQ5_0:
+    case WeightType::kIQ4_NL:
+      return {0};
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_1:
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
+      return {0, 2};
+    case WeightType::kQ2_K:
+      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case WeightType::kQ3_K:
+      return {offsetof(BlockQ3_K, d)};
+    case WeightType::kQ6_K:
+      return {offsetof(BlockQ6_K, d)};
+    case WeightType::kIQ4_XS:
+      return {offsetof(BlockIQ4_XS, d)};
+    default:
+      return {};
+  }
+}
+
+// `rows` rows of `in` values of `t`: random bits, F16 scales uniform in [-scale, scale]
+// (exact zero in every 13th block).
+inline std::vector<uint8_t> RandomQuantRows(WeightType t, int64_t rows, int64_t in, uint32_t seed,
+                                            float scale = 0.05f) {
+  std::mt19937 rng(seed);
+  const int64_t blocks = rows * in / WeightBlockSize(t);
+  const size_t bb = WeightBlockBytes(t);
+  std::vector<uint8_t> data(static_cast<size_t>(blocks) * bb);
+  for (uint8_t& b : data) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> d(-scale, scale);
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (size_t off : F16Fields(t)) {
+      const uint16_t h = b % 13 == 5 ? 0 : F32ToF16(d(rng));
+      std::memcpy(data.data() + b * bb + off, &h, 2);
+    }
+  }
+  return data;
+}
+
+// The reference: engine/format's dequantizer (checked bit for bit against llama.cpp).
+inline std::vector<float> Dequantize(WeightType t, const std::vector<uint8_t>& data, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  ToF32(ToDType(t), data.data(), out.data(), n);
+  return out;
+}
+
+}  // namespace textgen::ops::testing
+
+#endif  // TEXTGEN_TESTS_ENGINE_OPS_QUANT_TEST_UTIL_H_
