@@ -66,7 +66,7 @@ TEST_CASE("Q4_K_M on stories110M: Q6_K attn_v/ffn_down by use_more_bits, Q6_K ou
   CHECK(LayersOf(mix, m, "attn_v.weight", 768, DType::kQ4_K).size() == 6);
 }
 
-TEST_CASE("Llama-3.2-1B: tied token_embd is the output; GQA 4 rules", "[synth]") {
+TEST_CASE("Llama-3.2-1B: tied token_embd is the output, and the GQA-4 rules apply", "[synth]") {
   const auto& m = kLlama32_1B;
   // use_more_bits(i, 16): i < 2, i >= 14, or (i - 2) % 3 == 2.
   const std::vector<int> more = {0, 1, 4, 7, 10, 13, 14, 15};

@@ -38,7 +38,7 @@ TEST_CASE("quantizers reproduce llama-quantize's blocks of quant-vectors.gguf", 
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(VectorsPath());
   REQUIRE(file.ok());
   for (DType type : kTypes) {
-    const std::string lower = absl::AsciiStrToLower(DTypeName(type));
+    const std::string lower = absl::AsciiStrToLower(std::string(DTypeName(type)));
     for (const char* part : {"edge", "wide"}) {
       INFO(lower << "." << part);
       const GgufTensorInfo* src = (*file)->FindTensor(std::string("source.") + part);

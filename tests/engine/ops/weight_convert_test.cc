@@ -67,6 +67,9 @@ Source MakeSource(WeightType type, int64_t out, int64_t in, uint32_t seed) {
       s.dtype = DType::kQ8_0;
       break;
     }
+    default:
+      // The block formats have their own tests (quant_gemv_test.cc).
+      FAIL("MakeSource has no generator for this weight type");
   }
   ToF32(s.dtype, s.bytes.data(), s.values.data(), out * in);
   return s;
