@@ -7,7 +7,9 @@
 #include "engine/ops/gemv_bf16_dot.h"
 #include "engine/ops/gemv_float.h"
 #include "engine/ops/kquant_dot.h"
+#include "engine/ops/kquant_dot_more.h"
 #include "engine/ops/q8_0_gemv.h"
+#include "engine/ops/quant_dot_small.h"
 #include "engine/ops/quant_gemv.h"
 #include "engine/ops/threading.h"
 
@@ -38,8 +40,24 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
     xk.resize(static_cast<size_t>(n * (in / kQkK)));
     QuantizeActivationsQ8_K(x, n, in, xk.data());
     const BlockQ8_K* q = xk.data();
+    const bool more = !HasKQuantInt8(w_.type);
+    ParallelFor(out, kRowAlign, threads, [&](int64_t r0, int64_t r1) {
+      if (more) {
+        GemvKQuantInt8More(w_, q, n, y, out, r0, r1);
+      } else {
+        GemvKQuantInt8(w_, q, n, y, out, r0, r1);
+      }
+    });
+    return absl::OkStatus();
+  }
+  if (SmallQuantInt8()) {
+    // Activations quantized to Q8_0 / Q8_1 blocks once per call: xs [n, in/32].
+    thread_local std::vector<BlockQ8_1> xs;
+    xs.resize(static_cast<size_t>(n * (in / kQkSmall)));
+    QuantizeActivationsQ8_1(x, n, in, xs.data());
+    const BlockQ8_1* q = xs.data();
     ParallelFor(out, kRowAlign, threads,
-                [&](int64_t r0, int64_t r1) { GemvKQuantInt8(w_, q, n, y, out, r0, r1); });
+                [&](int64_t r0, int64_t r1) { GemvSmallQuantInt8(w_, q, n, y, out, r0, r1); });
     return absl::OkStatus();
   }
   if (Bf16Dot()) {
@@ -76,8 +94,9 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
 }
 
 std::string GemvMatmul::Name() const {
-  return absl::StrCat("gemv:", WeightTypeName(w_.type),
-                      Vnni() || KQuantInt8() ? ":vnni" : (Bf16Dot() ? ":bf16" : ":f32"));
+  return absl::StrCat(
+      "gemv:", WeightTypeName(w_.type),
+      Vnni() || KQuantInt8() || SmallQuantInt8() ? ":vnni" : (Bf16Dot() ? ":bf16" : ":f32"));
 }
 
 }  // namespace textgen::ops

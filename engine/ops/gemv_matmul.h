@@ -12,8 +12,10 @@
 #include <string>
 
 #include "engine/ops/kquant_dot.h"
+#include "engine/ops/kquant_dot_more.h"
 #include "engine/ops/linear_options.h"
 #include "engine/ops/matmul_kernel.h"
+#include "engine/ops/quant_dot_small.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
@@ -21,9 +23,11 @@ namespace textgen::ops {
 class GemvMatmul final : public MatmulKernel {
  public:
   // `w` must outlive the object. Under compute kBf16, Q8_0 weights use the int8 VNNI kernel
-  // (activations quantized to Q8_0 per call), Q4_K and Q6_K int8 dot products with activations
-  // quantized to Q8_K per call (engine/ops/kquant_dot.h), and BF16 weights the BF16 dot-product
-  // kernel (activations rounded to BF16 per call); every other combination multiplies in F32.
+  // (activations quantized to Q8_0 per call), the K-quants and IQ4_XS int8 dot products with
+  // activations quantized to Q8_K per call (engine/ops/kquant_dot.h, kquant_dot_more.h), Q4_0,
+  // Q4_1, Q5_0, Q5_1 and IQ4_NL int8 dot products with Q8_0 / Q8_1 activations
+  // (engine/ops/quant_dot_small.h), and BF16 weights the BF16 dot-product kernel (activations
+  // rounded to BF16 per call); every other combination multiplies in F32.
   GemvMatmul(const WeightView& w, LinearCompute compute, int64_t parallel_min_bytes)
       : w_(w), compute_(compute), parallel_min_bytes_(parallel_min_bytes) {}
 
@@ -32,7 +36,15 @@ class GemvMatmul final : public MatmulKernel {
 
  private:
   bool Vnni() const { return w_.type == WeightType::kQ8_0 && compute_ == LinearCompute::kBf16; }
-  bool KQuantInt8() const { return HasKQuantInt8(w_.type) && compute_ == LinearCompute::kBf16; }
+  // Q8_K activations: Q4_K / Q6_K (kquant_dot.h), Q2_K / Q3_K / Q5_K / IQ4_XS (kquant_dot_more.h).
+  bool KQuantInt8() const {
+    return (HasKQuantInt8(w_.type) || HasKQuantInt8More(w_.type)) &&
+           compute_ == LinearCompute::kBf16;
+  }
+  // Q8_0 / Q8_1 activations: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (quant_dot_small.h).
+  bool SmallQuantInt8() const {
+    return HasSmallQuantInt8(w_.type) && compute_ == LinearCompute::kBf16;
+  }
   bool Bf16Dot() const { return w_.type == WeightType::kBf16 && compute_ == LinearCompute::kBf16; }
 
   WeightView w_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/decoding/generation.h"
+#include "engine/model/llama_model.h"
 #include "engine/model/model.h"
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"
@@ -137,40 +138,61 @@ TEST_CASE("generation rejects a prompt that does not fit the context", "[generat
 namespace textgen {
 namespace {
 
-// Fast mode on the quant zoo: Q4_K and Q6_K (the tied Q6_K output included) quantize their
-// activations to Q8_K as llama.cpp does; the other formats still widen to F32. llama.cpp's
-// own fast path departs from the exact reference after 4..32 tokens, so this checks how long
-// we follow llama.cpp's quantized run, not exactness.
+// Fast mode on the quant zoo, teacher-forced: each case's prompt plus llama.cpp's generated ids
+// (quant-zoo.greedy.json, llama.cpp's own quantized arithmetic) in one Forward with every
+// logits row, so a near-tie that flips one greedy token does not end the comparison. Every
+// format runs its int8 kernel with activations quantized as llama.cpp does (Q8_0 / Q8_1 blocks
+// for the 32-value formats, Q8_K for the K-quants and IQ4_XS); kGemv keeps all rows on those
+// decode kernels (the many-row path would widen the weights instead).
 TEST_CASE("quant zoo with BF16 compute follows llama.cpp's quantized run", "[parity][quant]") {
   ModelOptions mo;
   mo.llama.linear.compute = ops::LinearCompute::kBf16;
+  mo.llama.linear.kernel = ops::LinearKernel::kGemv;
   auto model = Model::Load(testing::ModelPath("quant/quant-zoo.gguf"), mo);
   REQUIRE(model.ok());
-  Model& m = **model;
+  LlamaModel& m = (*model)->llama();
   auto cache = MakeCache(m.config());
   const nlohmann::json ref = nlohmann::json::parse(
       testing::ReadFile(testing::ReferenceDir() + "/quant/quant-zoo.greedy.json"));
-  int total = 0, shortest = 1 << 30;
-  std::string prefixes;
+  const int vocab = m.config().n_vocab;
+  int tokens = 0, argmax_equal = 0;
+  double max_diff = 0, sum_diff = 0;
   for (const auto& rc : ref["cases"]) {
+    std::vector<int32_t> ids = rc["prompt_ids"].get<std::vector<int32_t>>();
+    const size_t n_prompt = ids.size();
     const std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
-    DecodingOptions options;
-    options.max_new_tokens = static_cast<int>(want.size());
-    auto result = Generate(m.llama(), m.tokenizer(), *cache,
-                           rc["prompt_ids"].get<std::vector<int32_t>>(), options);
-    REQUIRE(result.ok());
-    const std::vector<int32_t>& got = result->hypotheses[0].ids;
-    int same = 0;
-    while (same < static_cast<int>(std::min(got.size(), want.size())) && got[same] == want[same]) {
-      ++same;
+    ids.insert(ids.end(), want.begin(), want.end() - 1);
+    BlockTable table;
+    std::vector<float> logits;  // [ids, vocab]
+    ForwardSeq f{ids, &table, 0, /*all_logits=*/true};
+    REQUIRE(m.Forward(*cache, absl::MakeSpan(&f, 1), &logits).ok());
+    REQUIRE(logits.size() == ids.size() * static_cast<size_t>(vocab));
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float* row = &logits[(n_prompt - 1 + i) * vocab];
+      int best = 0;
+      for (int v = 1; v < vocab; ++v) {
+        if (row[v] > row[best]) best = v;
+      }
+      double sum = 0;
+      for (int v = 0; v < vocab; ++v) sum += std::exp(double{row[v]} - row[best]);
+      const double logprob = double{row[want[i]]} - row[best] - std::log(sum);
+      const double diff = std::abs(logprob - rc["steps"][i]["logprob"].get<double>());
+      ++tokens;
+      if (best == want[i]) ++argmax_equal;
+      max_diff = std::max(max_diff, diff);
+      sum_diff += diff;
     }
-    total += same;
-    shortest = std::min(shortest, same);
-    prefixes += std::to_string(same) + " ";
+    cache->Free(table);
   }
-  WARN("quant-zoo bf16: common prefixes with llama.cpp's quantized run: " << prefixes);
-  CHECK(shortest >= 1);
-  CHECK(total >= 30);
+  WARN("quant-zoo bf16, teacher-forced on llama.cpp's quantized run: argmax equal at "
+       << argmax_equal << " of " << tokens << " steps, |logprob diff| max " << max_diff << ", mean "
+       << sum_diff / tokens);
+  // Measured (AVX-512 VNNI build): 302 of 320 argmax equal, max 0.51, mean 0.066; with only
+  // Q8_0 / Q4_K / Q6_K on int8 kernels and the other formats exact (F32), 294, 1.78 and 0.145.
+  // The reference's own near-ties (top-1 margins down to 0.004) keep this from being exact.
+  CHECK(max_diff < 0.75);
+  CHECK(sum_diff / tokens < 0.1);
+  CHECK(argmax_equal >= tokens * 93 / 100);
 }
 
 }  // namespace
