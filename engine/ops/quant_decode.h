@@ -4,8 +4,9 @@
 //
 // The values are bit for bit those of engine/format/dequantize.h (ggml's dequantize_row_*;
 // tests/engine/ops/quant_decode_test.cc compares the two). The ops room does not link the
-// format room, hence a second implementation. Scalar C++ for now (compiled without FMA
-// contraction to keep ggml's rounding); per-format SIMD decoders are still to be written.
+// format room, hence a second implementation: scalar C++ (portable::) and, on AVX2 / AVX-512
+// builds, the SIMD widening of engine/ops/quant_unpack.h; both compiled without FMA
+// contraction to keep ggml's rounding.
 #ifndef TEXTGEN_ENGINE_OPS_QUANT_DECODE_H_
 #define TEXTGEN_ENGINE_OPS_QUANT_DECODE_H_
 
@@ -19,8 +20,12 @@ namespace textgen::ops {
 // dst [n]. `type` is one of the IsKQuantFamily formats. Single-threaded, no state.
 void DecodeRowF32(WeightType type, const uint8_t* src, float* dst, int64_t n);
 
+// The same values rounded to BF16 bits (to nearest even, as half::F32ToBf16) into dst [n].
+void DecodeRowBf16(WeightType type, const uint8_t* src, uint16_t* dst, int64_t n);
+
 namespace portable {
 void DecodeRowF32(WeightType type, const uint8_t* src, float* dst, int64_t n);
+void DecodeRowBf16(WeightType type, const uint8_t* src, uint16_t* dst, int64_t n);
 }  // namespace portable
 
 }  // namespace textgen::ops

@@ -15,11 +15,18 @@
 
 namespace textgen::ops {
 
-// Exact mode (--compute f32): each weight row is widened once to F32 (DecodeRowF32: the exact
-// dequantized values, in L1) and multiplied with every activation row in F32 (16 partial sums
-// per dot), so the result equals dequantize-then-F32-matmul up to summation order.
+// Exact mode (--compute f32): the weights are widened to F32 in registers (bit for bit the
+// values of DecodeRowF32, engine/ops/quant_unpack.h) a block at a time for a tile of weight
+// rows, and each widened vector is multiplied with up to 4 activation rows in F32 (FMA), so
+// the result equals dequantize-then-F32-matmul up to summation order.
 void GemvQuantExact(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy,
                     int64_t r0, int64_t r1);
+
+namespace portable {
+// Scalar widening of one row into a per-thread buffer, then simd::Dot per activation row.
+void GemvQuantExact(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy,
+                    int64_t r0, int64_t r1);
+}  // namespace portable
 
 }  // namespace textgen::ops
 

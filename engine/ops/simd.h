@@ -110,6 +110,20 @@ inline __m512 Exp(__m512 x) {
   return _mm512_scalef_ps(p, k);
 }
 
+// F32 -> BF16 bits for 16 values, as half::F32ToBf16: add 0x7fff plus the kept LSB, keep the
+// upper half; NaNs instead keep their upper half with the quiet bit set. (VCVTNEPS2BF16 would
+// flush subnormals to zero.)
+inline __m256i RoundToBf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i hi = _mm512_srli_epi32(u, 16);
+  const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
 // y[i * ldy + j] = the lane sum of acc[i][j], for NR = 1 or a multiple of 4.
 template <int MR, int NR>
 inline void StoreSums(const __m512 (&acc)[MR][NR], float* y, int64_t ldy) {

@@ -15,19 +15,6 @@ const uint8_t* RangeStart(const WeightView& w, int64_t r0) { return w.row(r0); }
 int64_t RangeElems(const WeightView& w, int64_t r0, int64_t r1) { return (r1 - r0) * w.in; }
 
 #if defined(__AVX512F__)
-// F32 -> BF16 bits for 16 values, as half::F32ToBf16: add 0x7fff plus the kept LSB, keep the
-// upper half; NaNs instead keep their upper half with the quiet bit set.
-inline __m256i RoundToBf16(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i hi = _mm512_srli_epi32(u, 16);
-  const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-  __m512i r =
-      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(r);
-}
-
 inline __m512 LoadF16(const uint8_t* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
@@ -99,19 +86,28 @@ inline float ScalarAt(WeightType type, const uint8_t* src, int64_t k) {
 }
 #endif  // __AVX512F__
 
-// Block formats other than Q8_0, one row at a time through the exact decoders (rows never
-// split blocks); BF16 rounds the exact F32 values to nearest even.
-void DecodeRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
-  for (int64_t r = r0; r < r1; ++r) DecodeRowF32(w.type, w.row(r), dst + (r - r0) * w.in, w.in);
+// Block formats other than Q8_0, one row at a time (rows never split blocks): the exact
+// decoders' values, and for BF16 those rounded to nearest even. `scalar` picks the portable
+// decoders.
+void DecodeRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst, bool scalar) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float* out = dst + (r - r0) * w.in;
+    if (scalar) {
+      portable::DecodeRowF32(w.type, w.row(r), out, w.in);
+    } else {
+      DecodeRowF32(w.type, w.row(r), out, w.in);
+    }
+  }
 }
 
-void DecodeRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst) {
-  thread_local std::vector<float> row;
-  row.resize(static_cast<size_t>(w.in));
+void DecodeRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst, bool scalar) {
   for (int64_t r = r0; r < r1; ++r) {
-    DecodeRowF32(w.type, w.row(r), row.data(), w.in);
     uint16_t* out = dst + (r - r0) * w.in;
-    for (int64_t k = 0; k < w.in; ++k) out[k] = half::F32ToBf16(row[k]);
+    if (scalar) {
+      portable::DecodeRowBf16(w.type, w.row(r), out, w.in);
+    } else {
+      DecodeRowBf16(w.type, w.row(r), out, w.in);
+    }
   }
 }
 
@@ -120,7 +116,7 @@ void DecodeRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst) 
 namespace portable {
 
 void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
-  if (IsKQuantFamily(w.type)) return DecodeRowsF32(w, r0, r1, dst);
+  if (IsKQuantFamily(w.type)) return DecodeRowsF32(w, r0, r1, dst, /*scalar=*/true);
   const uint8_t* src = RangeStart(w, r0);
   const int64_t count = RangeElems(w, r0, r1);
   switch (w.type) {
@@ -149,7 +145,7 @@ void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
 }
 
 void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst) {
-  if (IsKQuantFamily(w.type)) return DecodeRowsBf16(w, r0, r1, dst);
+  if (IsKQuantFamily(w.type)) return DecodeRowsBf16(w, r0, r1, dst, /*scalar=*/true);
   const uint8_t* src = RangeStart(w, r0);
   const int64_t count = RangeElems(w, r0, r1);
   switch (w.type) {
@@ -186,7 +182,7 @@ void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst)
 }  // namespace portable
 
 void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
-  if (IsKQuantFamily(w.type)) return DecodeRowsF32(w, r0, r1, dst);
+  if (IsKQuantFamily(w.type)) return DecodeRowsF32(w, r0, r1, dst, /*scalar=*/false);
 #if defined(__AVX512F__)
   const uint8_t* src = RangeStart(w, r0);
   const int64_t count = RangeElems(w, r0, r1);
@@ -228,12 +224,12 @@ void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst) {
 }
 
 void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst) {
-  if (IsKQuantFamily(w.type)) return DecodeRowsBf16(w, r0, r1, dst);
+  if (IsKQuantFamily(w.type)) return DecodeRowsBf16(w, r0, r1, dst, /*scalar=*/false);
 #if defined(__AVX512F__)
   const uint8_t* src = RangeStart(w, r0);
   const int64_t count = RangeElems(w, r0, r1);
   auto store = [dst](__m512 v, int64_t k, __mmask16 m) {
-    _mm256_mask_storeu_epi16(dst + k, m, RoundToBf16(v));
+    _mm256_mask_storeu_epi16(dst + k, m, simd::RoundToBf16(v));
   };
   switch (w.type) {
     case WeightType::kF32:
@@ -252,8 +248,10 @@ void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst)
       for (int64_t b = 0; b < count / kQ8_0Block; ++b) {
         __m512 lo, hi;
         DequantBlock(src + b * kQ8_0BlockBytes, &lo, &hi);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * kQ8_0Block), RoundToBf16(lo));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * kQ8_0Block + 16), RoundToBf16(hi));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * kQ8_0Block),
+                            simd::RoundToBf16(lo));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * kQ8_0Block + 16),
+                            simd::RoundToBf16(hi));
       }
       return;
     default:
