@@ -1,7 +1,10 @@
 #include "engine/ops/kquant_dot.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "engine/ops/half.h"
 #include "engine/ops/simd.h"
@@ -49,7 +52,337 @@ float DotQ6K(const BlockQ6_K& w, const BlockQ8_K& a) {
   return a.d * half::F16ToF32(w.d) * static_cast<float>(sumi);
 }
 
-#if defined(__AVX2__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__)
+#define TG_KQUANT_512 1
+
+// ---- AVX-512 VNNI: tiles of 8 or 4 weight rows x up to 4 activation rows ---------------------
+//
+// Per super-block and weight row the 4- or 6-bit values are unpacked once into 4 zmm of u8
+// (64 values each) and the sub-block scales into 4 zmm of int16, then used by every activation
+// row of the tile: VPMADDUBSW (u8 x s8 -> int16 pairs, at most 2 * 63 * 127, no saturation)
+// and VPDPWSSD (x int16 scale, into int32 lanes) give exact int32 partial sums, which are
+// converted and scaled in F32 once per super-block, lane by lane: one horizontal reduction per
+// output, at the end of the row. Compared with the per-super-block formula only the F32
+// summation order differs (each lane holds at most 2^24 in magnitude, so its conversion is
+// exact for Q4_K and for all but extreme Q6_K blocks).
+//
+// Weight rows are contiguous, so a tile of rows is one address range; each super-block step
+// prefetches as many bytes as it consumes, at least kPrefetchBytes (or one tile) ahead, as
+// engine/ops/q8_0_gemv.cc does for its short rows (a 768-wide Q4_K row is 432 bytes). On
+// 4096-wide rows streamed from DRAM it made no measurable difference (ops-bench --kquant).
+constexpr int64_t kPrefetchBytes = 4096;
+
+template <int NR, size_t kBlockBytes>
+inline void Prefetch(const uint8_t* w0, size_t row_bytes, int64_t b) {
+  const char* p = reinterpret_cast<const char*>(w0) +
+                  std::max<int64_t>(kPrefetchBytes, NR * static_cast<int64_t>(row_bytes)) +
+                  b * NR * static_cast<int64_t>(kBlockBytes);
+  TG_UNROLL
+  for (int line = 0; line < static_cast<int>(NR * kBlockBytes); line += 64) {
+    _mm_prefetch(p + line, _MM_HINT_T0);
+  }
+}
+
+// y[i * ldy + j] = lane sum of acc[i][j], for any NR (simd::StoreSums takes 1 or 4k).
+template <int MR, int NR>
+inline void StoreTile(const __m512 (&acc)[MR][NR], float* y, int64_t ldy) {
+  if constexpr (NR == 1 || NR % 4 == 0) {
+    simd::StoreSums<MR, NR>(acc, y, ldy);
+  } else {
+    TG_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      TG_UNROLL
+      for (int j = 0; j < NR; ++j) y[i * ldy + j] = simd::Reduce1(acc[i][j]);
+    }
+  }
+}
+
+inline __m512i Load512(const void* p) { return _mm512_loadu_si512(p); }
+inline __m256i Load256(const void* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Word indices for VPERMW: 32 words, the first 16 copies of word a, the last 16 of word b.
+struct alignas(64) WordIndex {
+  uint16_t w[32];
+};
+constexpr WordIndex Pairs(int a, int b) {
+  WordIndex r{};
+  for (int k = 0; k < 32; ++k) r.w[k] = static_cast<uint16_t>(k < 16 ? a : b);
+  return r;
+}
+constexpr WordIndex Quads(int a) {  // words 8q .. 8q + 7 copies of word a + q
+  WordIndex r{};
+  for (int k = 0; k < 32; ++k) r.w[k] = static_cast<uint16_t>(a + k / 8);
+  return r;
+}
+constexpr WordIndex MinPairs() {  // words k < 16: word 8 + k / 2 (the min of bsums pair k / 2)
+  WordIndex r{};
+  for (int k = 0; k < 32; ++k) r.w[k] = static_cast<uint16_t>(8 + (k % 16) / 2);
+  return r;
+}
+// Q4_K: scale words 0-7 = sc[0..7], 8-15 = mn[0..7]. Plane vectors of chunk c hold sub-blocks
+// (4c, 4c + 2) (low nibbles) and (4c + 1, 4c + 3) (high nibbles), 32 values = 16 words each.
+constexpr WordIndex kQ4Scale[4] = {Pairs(0, 2), Pairs(1, 3), Pairs(4, 6), Pairs(5, 7)};
+constexpr WordIndex kQ4Mins = MinPairs();
+// Q6_K: 16 scale words; vector k (values 64k .. 64k + 63) uses sc[4k .. 4k + 3], 8 words each.
+constexpr WordIndex kQ6Scale[4] = {Quads(0), Quads(4), Quads(8), Quads(12)};
+
+inline __m512i LoadIndex(const WordIndex& i) { return _mm512_load_si512(i.w); }
+
+// Q4_K's 8 scales and 8 mins (6 bits each) from the 12 packed bytes, as 16 uint16 words:
+// ggml's get_scale_min_k4 for all j at once, on the 32-bit words u0 u1 u2 of the packing
+// (sc 0-3 = u0 & 0x3f.., mn 0-3 = u1 & 0x3f.., sc 4-7 = u2 low nibbles | u0 top bits,
+// mn 4-7 = u2 high nibbles | u1 top bits). Reads 16 bytes: the 12 and the first 4 of qs.
+inline __m256i Q4KScaleWords(const uint8_t* packed) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+  constexpr int k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2x4 = 0x30303030;
+  __m128i lo = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // u0 u2 u1 u2
+  lo =
+      _mm_and_si128(_mm_srlv_epi32(lo, _mm_setr_epi32(0, 0, 0, 4)), _mm_setr_epi32(k6, k4, k6, k4));
+  __m128i hi = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
+  hi = _mm_and_si128(_mm_srli_epi32(hi, 2), _mm_setr_epi32(0, k2x4, 0, k2x4));
+  return _mm256_cvtepu8_epi16(_mm_or_si128(lo, hi));
+}
+
+// The activations' qs of one super-block reordered for Q4_K: 64-byte pieces (sub-blocks of 32)
+// 0 2 | 1 3 | 4 6 | 5 7, so that each piece meets one nibble plane of a 64-byte weight load.
+void ReorderForQ4K(const BlockQ8_K* xq, int64_t count, int8_t* out) {
+  static constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+  for (int64_t b = 0; b < count; ++b) {
+    for (int s = 0; s < 8; ++s) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + b * kQkK + 32 * s),
+                          Load256(xq[b].qs + 32 * kOrder[s]));
+    }
+  }
+}
+
+// Activation rows [i0, i0 + MR) of one tile: Q8_K blocks xq (stride nb per row) and, for
+// Q4_K, the reordered qs xr ([rows, nb, 256]).
+struct TileX {
+  const BlockQ8_K* xq;
+  const int8_t* xr;
+  int64_t nb;
+};
+
+template <int MR, int NR, bool kPrefetch>
+inline void Q4KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* y, int64_t ldy) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[MR][NR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < x.nb; ++b) {
+    if constexpr (kPrefetch) Prefetch<NR, sizeof(BlockQ4_K)>(w0, row_bytes, b);
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) {
+      const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w0 + j * row_bytes)[b];
+      const __m512i words = _mm512_castsi256_si512(Q4KScaleWords(blk.scales));
+      __m512i sc[4], wq[4];
+      TG_UNROLL
+      for (int k = 0; k < 4; ++k) sc[k] = _mm512_permutexvar_epi16(LoadIndex(kQ4Scale[k]), words);
+      const __m256i mins =
+          _mm512_castsi512_si256(_mm512_permutexvar_epi16(LoadIndex(kQ4Mins), words));
+      TG_UNROLL
+      for (int c = 0; c < 2; ++c) {
+        const __m512i q = Load512(blk.qs + 64 * c);
+        wq[2 * c] = _mm512_and_si512(q, m4);
+        wq[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+      }
+      // F32 d and dmin broadcast; each activation row multiplies in its own d.
+      const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(
+          static_cast<uint32_t>(blk.d) | (static_cast<uint32_t>(blk.dmin) << 16))));
+      const __m512 dw = _mm512_broadcastss_ps(dd), dm = _mm512_broadcastss_ps(_mm_movehdup_ps(dd));
+      TG_UNROLL
+      for (int i = 0; i < MR; ++i) {
+        const BlockQ8_K& a = x.xq[i * x.nb + b];
+        const int8_t* xr = x.xr + (i * x.nb + b) * kQkK;
+        __m512i s = _mm512_setzero_si512();
+        TG_UNROLL
+        for (int k = 0; k < 4; ++k) {
+          s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wq[k], Load512(xr + 64 * k)), sc[k]);
+        }
+        const __m256i m = _mm256_madd_epi16(mins, Load256(a.bsums));
+        const __m512 dx = _mm512_set1_ps(a.d);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[i][j]);
+        acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(m)),
+                                     _mm512_mul_ps(dm, dx), acc[i][j]);
+      }
+    }
+  }
+  StoreTile<MR, NR>(acc, y, ldy);
+}
+
+template <int MR, int NR, bool kPrefetch>
+inline void Q6KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* y, int64_t ldy) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  __m512 acc[MR][NR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < x.nb; ++b) {
+    if constexpr (kPrefetch) Prefetch<NR, sizeof(BlockQ6_K)>(w0, row_bytes, b);
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) {
+      const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w0 + j * row_bytes)[b];
+      const __m256i sc16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+      // The -32 offset of every value: -32 * sc[j] * bsums[j] per sub-block of 16.
+      const __m256i off16 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
+      __m512i sc[4], wq[4];
+      TG_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        sc[k] = _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[k]), _mm512_castsi256_si512(sc16));
+      }
+      TG_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        // Values 128h + [0, 64): low nibbles of ql[64h ..], bits 0-1 (first 32) and 2-3 (next
+        // 32) of qh[32h ..]; values 128h + [64, 128): high nibbles, bits 4-5 and 6-7.
+        const __m512i l = Load512(blk.ql + 64 * h);
+        const __m256i hb = Load256(blk.qh + 32 * h);
+        const __m512i hz =
+            _mm512_inserti64x4(_mm512_castsi256_si512(hb), _mm256_srli_epi16(hb, 2), 1);
+        wq[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                    _mm512_and_si512(_mm512_slli_epi16(hz, 4), m30));
+        wq[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                        _mm512_and_si512(hz, m30));
+      }
+      const __m512 dw = _mm512_set1_ps(half::F16ToF32(blk.d));
+      TG_UNROLL
+      for (int i = 0; i < MR; ++i) {
+        const BlockQ8_K& a = x.xq[i * x.nb + b];
+        __m512i s = _mm512_zextsi256_si512(_mm256_madd_epi16(off16, Load256(a.bsums)));
+        TG_UNROLL
+        for (int k = 0; k < 4; ++k) {
+          s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wq[k], Load512(a.qs + 64 * k)), sc[k]);
+        }
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
+                                    acc[i][j]);
+      }
+    }
+  }
+  StoreTile<MR, NR>(acc, y, ldy);
+}
+
+// Rows [r0, r1) in tiles of 8 (n <= 2) or 4 weight rows, then single rows (kMultiRow), or
+// one row at a time: Q6_K, whose tiles of 4 or 8 rows streamed from DRAM at half the rate of
+// single rows on this machine (~18 vs ~35 GB/s per thread; not understood, measured with
+// ops-bench --kquant), while from L2 they are faster (74 vs 53 GB/s). Per tile, the activation rows
+// in groups of 4 (the weights of the tile come from L1 after the first group).
+template <template <int, int, bool> class Tile, bool kMultiRow>
+void Rows512(const WeightView& w, const TileX& x, int64_t n, float* y, int64_t ldy, int64_t r0,
+             int64_t r1) {
+  const size_t rb = w.row_bytes();
+  auto groups = [&]<int NR>(int64_t r) {
+    const uint8_t* w0 = w.row(r);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      const TileX xi{x.xq + i * x.nb, x.xr ? x.xr + i * x.nb * kQkK : nullptr, x.nb};
+      if (i == 0) {
+        Tile<4, NR, true>::Run(w0, rb, xi, y + i * ldy + r, ldy);
+      } else {
+        Tile<4, NR, false>::Run(w0, rb, xi, y + i * ldy + r, ldy);
+      }
+    }
+    const TileX xi{x.xq + i * x.nb, x.xr ? x.xr + i * x.nb * kQkK : nullptr, x.nb};
+    float* yi = y + i * ldy + r;
+    switch (n - i) {
+      case 3:
+        return i == 0 ? Tile<3, NR, true>::Run(w0, rb, xi, yi, ldy)
+                      : Tile<3, NR, false>::Run(w0, rb, xi, yi, ldy);
+      case 2:
+        return i == 0 ? Tile<2, NR, true>::Run(w0, rb, xi, yi, ldy)
+                      : Tile<2, NR, false>::Run(w0, rb, xi, yi, ldy);
+      case 1:
+        return i == 0 ? Tile<1, NR, true>::Run(w0, rb, xi, yi, ldy)
+                      : Tile<1, NR, false>::Run(w0, rb, xi, yi, ldy);
+      default:
+        return;
+    }
+  };
+  int64_t r = r0;
+  if constexpr (kMultiRow) {
+    if (n <= 2) {
+      // Few activation rows: 8 weight rows per tile (fewer, longer steps; measured faster).
+      for (; r + 8 <= r1; r += 8) groups.template operator()<8>(r);
+    }
+    for (; r + 4 <= r1; r += 4) groups.template operator()<4>(r);
+  }
+  for (; r < r1; ++r) groups.template operator()<1>(r);
+}
+
+template <int MR, int NR, bool kPrefetch>
+struct Q4KTileFn {
+  static void Run(const uint8_t* w0, size_t rb, const TileX& x, float* y, int64_t ldy) {
+    Q4KTile<MR, NR, kPrefetch>(w0, rb, x, y, ldy);
+  }
+};
+template <int MR, int NR, bool kPrefetch>
+struct Q6KTileFn {
+  static void Run(const uint8_t* w0, size_t rb, const TileX& x, float* y, int64_t ldy) {
+    Q6KTile<MR, NR, kPrefetch>(w0, rb, x, y, ldy);
+  }
+};
+
+// ---- Q8_K activation quantization, 16 lanes -------------------------------------------------
+
+void QuantizeBlockQ8_K(const float* v, BlockQ8_K* out) {
+  __m512 x[16];
+  __m512 amax = _mm512_setzero_ps();
+  TG_UNROLL
+  for (int k = 0; k < 16; ++k) {
+    x[k] = _mm512_loadu_ps(v + 16 * k);
+    // max(|x|, amax) returns amax for a NaN x: NaNs are skipped, as the scalar `a > amax`.
+    amax = _mm512_max_ps(_mm512_abs_ps(x[k]), amax);
+  }
+  const float m = _mm512_reduce_max_ps(amax);
+  if (m == 0.0f) {
+    std::memset(out, 0, sizeof(*out));
+    return;
+  }
+  // The first value of largest magnitude (the scalar loop keeps the first on ties).
+  float max = 0.0f;
+  const __m512 mv = _mm512_set1_ps(m);
+  for (int k = 0; k < 16; ++k) {
+    const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(x[k]), mv, _CMP_EQ_OQ);
+    if (hit != 0) {
+      max = v[16 * k + __builtin_ctz(hit)];
+      break;
+    }
+  }
+  const float iscale = -127.0f / max;
+  const __m512 is = _mm512_set1_ps(iscale);
+  __m512 r[16];
+  TG_UNROLL
+  for (int k = 0; k < 16; ++k) {
+    // nearbyint (round to nearest even) of the same F32 product, then min(q, 127).
+    r[k] = _mm512_min_ps(_mm512_roundscale_ps(_mm512_mul_ps(x[k], is),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                         _mm512_set1_ps(127.0f));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out->qs + 16 * k),
+                     _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(r[k])));
+  }
+  // bsums: sums of 16 integers of magnitude <= 127, exact in F32 in any order.
+  __m128 s[4];
+  TG_UNROLL
+  for (int g = 0; g < 4; ++g) s[g] = simd::Reduce4(r + 4 * g);
+  const __m512 sums = _mm512_insertf32x4(
+      _mm512_insertf32x4(_mm512_insertf32x4(_mm512_castps128_ps512(s[0]), s[1], 1), s[2], 2), s[3],
+      3);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->bsums),
+                      _mm512_cvtsepi32_epi16(_mm512_cvttps_epi32(sums)));
+  out->d = 1.0f / iscale;
+}
+#endif  // TG_KQUANT_512
+
+#if !defined(TG_KQUANT_512) && defined(__AVX2__)
+// ---- AVX2 (x86-64-v3): one super-block of one row at a time ----------------------------------
+
 // Sum of u8 x s8 products in pairs (int16, no saturation: weights <= 63, |x| <= 128 gives
 // at most 16128), times the int16 scales, added to int32 lanes: VNNI's dpwssd when present.
 inline __m256i MulAdd(__m256i acc, __m256i wu8, __m256i xs8, __m256i scale16) {
@@ -124,7 +457,7 @@ float DotQ6KSimd(const BlockQ6_K& w, const BlockQ8_K& a) {
   const int32_t offset = 32 * HSum(_mm256_madd_epi16(sc16, bs));
   return a.d * half::F16ToF32(w.d) * static_cast<float>(HSum(acc) - offset);
 }
-#endif  // __AVX2__
+#endif  // !TG_KQUANT_512 && __AVX2__
 
 template <typename Block, float (*Dot)(const Block&, const BlockQ8_K&)>
 void Rows(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy, int64_t r0,
@@ -143,6 +476,7 @@ void Rows(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t
 
 }  // namespace
 
+namespace portable {
 void QuantizeActivationsQ8_K(const float* x, int64_t n, int64_t in, BlockQ8_K* xq) {
   const int64_t nb = in / kQkK;
   for (int64_t i = 0; i < n * nb; ++i) {
@@ -176,7 +510,6 @@ void QuantizeActivationsQ8_K(const float* x, int64_t n, int64_t in, BlockQ8_K* x
   }
 }
 
-namespace portable {
 void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
                     int64_t r0, int64_t r1) {
   if (w.type == WeightType::kQ4_K) return Rows<BlockQ4_K, DotQ4K>(w, xq, n, y, ldy, r0, r1);
@@ -184,9 +517,29 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
 }
 }  // namespace portable
 
+void QuantizeActivationsQ8_K(const float* x, int64_t n, int64_t in, BlockQ8_K* xq) {
+#if defined(TG_KQUANT_512)
+  for (int64_t b = 0; b < n * (in / kQkK); ++b) QuantizeBlockQ8_K(x + b * kQkK, xq + b);
+#else
+  portable::QuantizeActivationsQ8_K(x, n, in, xq);
+#endif
+}
+
 void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
                     int64_t r0, int64_t r1) {
-#if defined(__AVX2__)
+#if defined(TG_KQUANT_512)
+  const int64_t nb = w.in / kQkK;
+  if (w.type == WeightType::kQ4_K) {
+    // Reordered activations, per thread (each thread reads them for its whole row range).
+    thread_local std::vector<int8_t> xr;
+    xr.resize(static_cast<size_t>(n * nb * kQkK));
+    ReorderForQ4K(xq, n * nb, xr.data());
+    return Rows512<Q4KTileFn, true>(w, TileX{xq, xr.data(), nb}, n, y, ldy, r0, r1);
+  }
+  if (w.type == WeightType::kQ6_K) {
+    return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nb}, n, y, ldy, r0, r1);
+  }
+#elif defined(__AVX2__)
   if (w.type == WeightType::kQ4_K) return Rows<BlockQ4_K, DotQ4KSimd>(w, xq, n, y, ldy, r0, r1);
   if (w.type == WeightType::kQ6_K) return Rows<BlockQ6_K, DotQ6KSimd>(w, xq, n, y, ldy, r0, r1);
 #else

@@ -30,7 +30,10 @@ void QuantizeActivationsQ8_K(const float* x, int64_t n, int64_t in, BlockQ8_K* x
 void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
                     int64_t r0, int64_t r1);
 
+// The portable versions (bit-identical quantization; the same dot products up to F32 summation
+// order), exposed so that the tests compare every path the build has.
 namespace portable {
+void QuantizeActivationsQ8_K(const float* x, int64_t n, int64_t in, BlockQ8_K* xq);
 void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
                     int64_t r0, int64_t r1);
 }  // namespace portable

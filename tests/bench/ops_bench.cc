@@ -1,10 +1,10 @@
 // Micro-benchmark of engine/ops: per-call time of Linear for the shapes of the target models
 // with each kernel and thread count, plus the element-wise ops and paged attention, an
 // estimate of stories260K's per-token op time, and the bandwidth of the decode weight kernels
-// (Q8_0/F16/BF16/F32 row-range GEMV) and weight conversions.
+// (Q8_0/F16/BF16/F32 row-range GEMV), weight conversions and the Q4_K/Q6_K int8 GEMV.
 //
-// Usage: ops-bench [--quick] [--weights | --attention]   (only the decode weight kernels / only
-// the decode-step attention over an F32 and a BF16 KV cache)
+// Usage: ops-bench [--quick] [--weights | --attention | --kquant]   (only the decode weight
+// kernels / only the decode-step attention over an F32 and a BF16 KV cache / only Q4_K, Q6_K)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +19,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/gemv_float.h"
 #include "engine/ops/half.h"
+#include "engine/ops/kquant_dot.h"
 #include "engine/ops/linear.h"
 #include "engine/ops/q8_0_gemv.h"
 #include "engine/ops/rope.h"
@@ -175,6 +176,59 @@ void BenchWeightKernels() {
                 vq.bytes() / TimeUs([&] { ConvertRowsBf16(vq, 0, s.out, dst_b.data()); }) * 1e-3,
                 vh.bytes() / TimeUs([&] { ConvertRowsF32(vh, 0, s.out, dst_f.data()); }) * 1e-3,
                 vh.bytes() / TimeUs([&] { ConvertRowsBf16(vh, 0, s.out, dst_b.data()); }) * 1e-3);
+  }
+}
+
+// Q4_K / Q6_K fast-mode GEMV (activation quantization included), one thread: a matrix larger
+// than L3 (DRAM), stories110M's output layer and one that stays in L2 (the kernel's compute
+// ceiling).
+void BenchKQuant() {
+  std::printf("\nQ4_K / Q6_K int8 GEMV, one thread, GB/s of weight bytes (time per call in us)\n");
+  struct Shape {
+    int64_t out, in;
+  };
+  for (const Shape s : {Shape{32000, 4096}, Shape{32000, 768}, Shape{256, 2048}}) {
+    std::printf("  (%lld x %lld)\n  %3s | %18s %18s\n", static_cast<long long>(s.out),
+                static_cast<long long>(s.in), "n", "q4_k", "q6_k");
+    std::mt19937 rng(31);
+    std::vector<BlockQ4_K> q4(s.out * s.in / kQkK);
+    std::vector<BlockQ6_K> q6(s.out * s.in / kQkK);
+    for (BlockQ4_K& b : q4) {
+      for (uint8_t& v : b.scales) v = static_cast<uint8_t>(rng());
+      for (uint8_t& v : b.qs) v = static_cast<uint8_t>(rng());
+      b.d = half::F32ToF16(0.001f);
+      b.dmin = half::F32ToF16(0.002f);
+    }
+    for (BlockQ6_K& b : q6) {
+      for (uint8_t& v : b.ql) v = static_cast<uint8_t>(rng());
+      for (uint8_t& v : b.qh) v = static_cast<uint8_t>(rng());
+      for (int8_t& v : b.scales) v = static_cast<int8_t>(rng());
+      b.d = half::F32ToF16(0.001f);
+    }
+    const WeightView v4{WeightType::kQ4_K, q4.data(), s.out, s.in};
+    const WeightView v6{WeightType::kQ6_K, q6.data(), s.out, s.in};
+    for (int64_t n : {1, 2, 4, 8}) {
+      const std::vector<float> x = Random(n * s.in, 23);
+      std::vector<BlockQ8_K> xq(n * s.in / kQkK);
+      std::vector<float> y(n * s.out);
+      auto cell = [&](const WeightView& v) {
+        // The fastest of many single calls: on a shared machine the calls that ran alone.
+        double us = 1e30;
+        for (int rep = 0; rep < (g_quick ? 20 : 100); ++rep) {
+          const auto t0 = std::chrono::steady_clock::now();
+          QuantizeActivationsQ8_K(x.data(), n, s.in, xq.data());
+          GemvKQuantInt8(v, xq.data(), n, y.data(), s.out, 0, s.out);
+          us = std::min(
+              us, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                      .count());
+        }
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%6.1f (%8.1f)", v.bytes() / us * 1e-3, us);
+        return std::string(buf);
+      };
+      const std::string a = cell(v4), b = cell(v6);
+      std::printf("  %3lld | %18s %18s\n", static_cast<long long>(n), a.c_str(), b.c_str());
+    }
   }
 }
 
@@ -388,11 +442,16 @@ void BenchStories260K() {
 }  // namespace textgen::ops
 
 int main(int argc, char** argv) {
-  bool weights_only = false, attention_only = false;
+  bool weights_only = false, attention_only = false, kquant_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) textgen::ops::g_quick = true;
     if (std::strcmp(argv[i], "--weights") == 0) weights_only = true;
     if (std::strcmp(argv[i], "--attention") == 0) attention_only = true;
+    if (std::strcmp(argv[i], "--kquant") == 0) kquant_only = true;
+  }
+  if (kquant_only) {
+    textgen::ops::BenchKQuant();
+    return 0;
   }
   if (weights_only) {
     textgen::ops::BenchWeightKernels();
@@ -409,5 +468,6 @@ int main(int argc, char** argv) {
   textgen::ops::BenchDecodeAttention();
   textgen::ops::BenchStories260K();
   textgen::ops::BenchWeightKernels();
+  textgen::ops::BenchKQuant();
   return 0;
 }
