@@ -3,10 +3,10 @@
 // widen tiles of rows through ConvertRowsF32 / ConvertRowsBf16 (engine/ops/weight_convert.h).
 //
 // The values are bit for bit those of engine/format/dequantize.h (ggml's dequantize_row_*;
-// tests/engine/ops/quant_decode_test.cc compares the two). The ops room does not link the
-// format room, hence a second implementation: scalar C++ (portable::) and, on AVX2 / AVX-512
-// builds, the SIMD widening of engine/ops/quant_unpack.h; both compiled without FMA
-// contraction to keep ggml's rounding.
+// tests/engine/ops/quant_decode_test.cc compares the two): the scalar path (portable::) runs
+// the same header-only arithmetic (engine/format/quant_dequantize_inl.h; the ops room does not
+// link the format room), and on AVX2 / AVX-512 builds the SIMD widening of
+// engine/ops/quant_unpack.h; both compiled without FMA contraction to keep ggml's rounding.
 #ifndef TEXTGEN_ENGINE_OPS_QUANT_DECODE_H_
 #define TEXTGEN_ENGINE_OPS_QUANT_DECODE_H_
 
