@@ -52,7 +52,6 @@ constexpr QuantMix kMixes[] = {
     {"iq4_xs", kMostlyIQ4_XS, DType::kIQ4_XS},
 };
 
-
 // The layer of "blk.N.*" (-1 for tensors outside the layers).
 int LayerOf(std::string_view name) {
   if (!name.starts_with("blk.")) return -1;

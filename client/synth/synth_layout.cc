@@ -241,9 +241,10 @@ absl::Status ValidateSynthShape(const SynthShape& s, DType type) {
     } rows[] = {{"--dim", s.dim}, {"--heads", int64_t{s.heads} * s.HeadDim()}, {"--ffn", s.ffn}};
     for (const auto& r : rows) {
       if (r.n % kQ8_0BlockSize != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            r.flag, ": rows of ", r.n, " values must be a multiple of 32 for --type ",
-            absl::AsciiStrToLower(std::string(DTypeName(type))), " (quantized blocks do not straddle rows)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(r.flag, ": rows of ", r.n, " values must be a multiple of 32 for --type ",
+                         absl::AsciiStrToLower(std::string(DTypeName(type))),
+                         " (quantized blocks do not straddle rows)"));
       }
     }
   }

@@ -7,8 +7,8 @@
 // test writes a copy of the model whose vocabulary names one token the reference generates
 // after that family's end token (a control token). Greedy decoding must then stream the
 // reference up to and including that token and finish with EOS.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
@@ -84,7 +84,8 @@ TEST_CASE("every architecture family streams through the server and stops at its
     ServerProcess server(o);
     auto stub = NewStub(server);
     const v1::ModelInfo info = GetInfo(*stub);
-    CHECK(std::find(info.eog_token_ids().begin(), info.eog_token_ids().end(), eog) != info.eog_token_ids().end());
+    CHECK(std::find(info.eog_token_ids().begin(), info.eog_token_ids().end(), eog) !=
+          info.eog_token_ids().end());
 
     v1::GenerateRequest req;
     req.mutable_prompt_ids()->Add(ref.prompt_ids.begin(), ref.prompt_ids.end());
