@@ -459,21 +459,6 @@ float DotQ6KSimd(const BlockQ6_K& w, const BlockQ8_K& a) {
 }
 #endif  // !TG_KQUANT_512 && __AVX2__
 
-template <typename Block, float (*Dot)(const Block&, const BlockQ8_K&)>
-void Rows(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy, int64_t r0,
-          int64_t r1) {
-  const int64_t nb = w.in / kQkK;
-  for (int64_t r = r0; r < r1; ++r) {
-    const Block* row = reinterpret_cast<const Block*>(w.row(r));
-    for (int64_t i = 0; i < n; ++i) {
-      const BlockQ8_K* a = xq + i * nb;
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) sum += Dot(row[b], a[b]);
-      y[i * ldy + r] = sum;
-    }
-  }
-}
-
 }  // namespace
 
 namespace portable {
@@ -512,8 +497,8 @@ void QuantizeActivationsQ8_K(const float* x, int64_t n, int64_t in, BlockQ8_K* x
 
 void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
                     int64_t r0, int64_t r1) {
-  if (w.type == WeightType::kQ4_K) return Rows<BlockQ4_K, DotQ4K>(w, xq, n, y, ldy, r0, r1);
-  if (w.type == WeightType::kQ6_K) return Rows<BlockQ6_K, DotQ6K>(w, xq, n, y, ldy, r0, r1);
+  if (w.type == WeightType::kQ4_K) return KQuantRows<BlockQ4_K, DotQ4K>(w, xq, n, y, ldy, r0, r1);
+  if (w.type == WeightType::kQ6_K) return KQuantRows<BlockQ6_K, DotQ6K>(w, xq, n, y, ldy, r0, r1);
 }
 }  // namespace portable
 
@@ -540,8 +525,10 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
     return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nb}, n, y, ldy, r0, r1);
   }
 #elif defined(__AVX2__)
-  if (w.type == WeightType::kQ4_K) return Rows<BlockQ4_K, DotQ4KSimd>(w, xq, n, y, ldy, r0, r1);
-  if (w.type == WeightType::kQ6_K) return Rows<BlockQ6_K, DotQ6KSimd>(w, xq, n, y, ldy, r0, r1);
+  if (w.type == WeightType::kQ4_K)
+    return KQuantRows<BlockQ4_K, DotQ4KSimd>(w, xq, n, y, ldy, r0, r1);
+  if (w.type == WeightType::kQ6_K)
+    return KQuantRows<BlockQ6_K, DotQ6KSimd>(w, xq, n, y, ldy, r0, r1);
 #else
   portable::GemvKQuantInt8(w, xq, n, y, ldy, r0, r1);
 #endif

@@ -32,6 +32,24 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
 
 // The portable versions (bit-identical quantization; the same dot products up to F32 summation
 // order), exposed so that the tests compare every path the build has.
+// y[i * ldy + r] for activation rows i < n and weight rows r in [r0, r1): the sum over the
+// row's super-blocks of Dot(weight block, activation block), one super-block at a time (the
+// simple kernels, and the per-format Dot of kquant_dot_more.cc).
+template <typename Block, float (*Dot)(const Block&, const BlockQ8_K&)>
+void KQuantRows(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
+                int64_t r0, int64_t r1) {
+  const int64_t nb = w.in / kQkK;
+  for (int64_t r = r0; r < r1; ++r) {
+    const Block* row = reinterpret_cast<const Block*>(w.row(r));
+    for (int64_t i = 0; i < n; ++i) {
+      const BlockQ8_K* a = xq + i * nb;
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) sum += Dot(row[b], a[b]);
+      y[i * ldy + r] = sum;
+    }
+  }
+}
+
 namespace portable {
 void QuantizeActivationsQ8_K(const float* x, int64_t n, int64_t in, BlockQ8_K* xq);
 void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,

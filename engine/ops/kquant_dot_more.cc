@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "engine/ops/half.h"
+#include "engine/ops/kquant_dot.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
@@ -215,21 +216,6 @@ float DotIQ4XSSimd(const BlockIQ4_XS& w, const BlockQ8_K& a) {
 }
 #endif  // __AVX2__
 
-template <typename Block, float (*Dot)(const Block&, const BlockQ8_K&)>
-void Rows(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy, int64_t r0,
-          int64_t r1) {
-  const int64_t nb = w.in / kQkK;
-  for (int64_t r = r0; r < r1; ++r) {
-    const Block* row = reinterpret_cast<const Block*>(w.row(r));
-    for (int64_t i = 0; i < n; ++i) {
-      const BlockQ8_K* a = xq + i * nb;
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) sum += Dot(row[b], a[b]);
-      y[i * ldy + r] = sum;
-    }
-  }
-}
-
 }  // namespace
 
 namespace portable {
@@ -237,13 +223,13 @@ void GemvKQuantInt8More(const WeightView& w, const BlockQ8_K* xq, int64_t n, flo
                         int64_t r0, int64_t r1) {
   switch (w.type) {
     case WeightType::kQ2_K:
-      return Rows<BlockQ2_K, DotQ2K>(w, xq, n, y, ldy, r0, r1);
+      return KQuantRows<BlockQ2_K, DotQ2K>(w, xq, n, y, ldy, r0, r1);
     case WeightType::kQ3_K:
-      return Rows<BlockQ3_K, DotQ3K>(w, xq, n, y, ldy, r0, r1);
+      return KQuantRows<BlockQ3_K, DotQ3K>(w, xq, n, y, ldy, r0, r1);
     case WeightType::kQ5_K:
-      return Rows<BlockQ5_K, DotQ5K>(w, xq, n, y, ldy, r0, r1);
+      return KQuantRows<BlockQ5_K, DotQ5K>(w, xq, n, y, ldy, r0, r1);
     case WeightType::kIQ4_XS:
-      return Rows<BlockIQ4_XS, DotIQ4XS>(w, xq, n, y, ldy, r0, r1);
+      return KQuantRows<BlockIQ4_XS, DotIQ4XS>(w, xq, n, y, ldy, r0, r1);
     default:
       return;
   }
@@ -255,13 +241,13 @@ void GemvKQuantInt8More(const WeightView& w, const BlockQ8_K* xq, int64_t n, flo
 #if defined(__AVX2__)
   switch (w.type) {
     case WeightType::kQ2_K:
-      return Rows<BlockQ2_K, DotQ2KSimd>(w, xq, n, y, ldy, r0, r1);
+      return KQuantRows<BlockQ2_K, DotQ2KSimd>(w, xq, n, y, ldy, r0, r1);
     case WeightType::kQ3_K:
-      return Rows<BlockQ3_K, DotQ3KSimd>(w, xq, n, y, ldy, r0, r1);
+      return KQuantRows<BlockQ3_K, DotQ3KSimd>(w, xq, n, y, ldy, r0, r1);
     case WeightType::kQ5_K:
-      return Rows<BlockQ5_K, DotQ5KSimd>(w, xq, n, y, ldy, r0, r1);
+      return KQuantRows<BlockQ5_K, DotQ5KSimd>(w, xq, n, y, ldy, r0, r1);
     case WeightType::kIQ4_XS:
-      return Rows<BlockIQ4_XS, DotIQ4XSSimd>(w, xq, n, y, ldy, r0, r1);
+      return KQuantRows<BlockIQ4_XS, DotIQ4XSSimd>(w, xq, n, y, ldy, r0, r1);
     default:
       return;
   }
