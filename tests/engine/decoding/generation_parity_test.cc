@@ -10,6 +10,7 @@
 #include "engine/model/llama_model.h"
 #include "engine/model/model.h"
 #include "nlohmann/json.hpp"
+#include "tests/engine/model/teacher_forced.h"
 #include "tests/test_util.h"
 
 namespace textgen {
@@ -154,36 +155,9 @@ TEST_CASE("quant zoo with BF16 compute follows llama.cpp's quantized run", "[par
   auto cache = MakeCache(m.config());
   const nlohmann::json ref = nlohmann::json::parse(
       testing::ReadFile(testing::ReferenceDir() + "/quant/quant-zoo.greedy.json"));
-  const int vocab = m.config().n_vocab;
-  int tokens = 0, argmax_equal = 0;
-  double max_diff = 0, sum_diff = 0;
-  for (const auto& rc : ref["cases"]) {
-    std::vector<int32_t> ids = rc["prompt_ids"].get<std::vector<int32_t>>();
-    const size_t n_prompt = ids.size();
-    const std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
-    ids.insert(ids.end(), want.begin(), want.end() - 1);
-    BlockTable table;
-    std::vector<float> logits;  // [ids, vocab]
-    ForwardSeq f{ids, &table, 0, /*all_logits=*/true};
-    REQUIRE(m.Forward(*cache, absl::MakeSpan(&f, 1), &logits).ok());
-    REQUIRE(logits.size() == ids.size() * static_cast<size_t>(vocab));
-    for (size_t i = 0; i < want.size(); ++i) {
-      const float* row = &logits[(n_prompt - 1 + i) * vocab];
-      int best = 0;
-      for (int v = 1; v < vocab; ++v) {
-        if (row[v] > row[best]) best = v;
-      }
-      double sum = 0;
-      for (int v = 0; v < vocab; ++v) sum += std::exp(double{row[v]} - row[best]);
-      const double logprob = double{row[want[i]]} - row[best] - std::log(sum);
-      const double diff = std::abs(logprob - rc["steps"][i]["logprob"].get<double>());
-      ++tokens;
-      if (best == want[i]) ++argmax_equal;
-      max_diff = std::max(max_diff, diff);
-      sum_diff += diff;
-    }
-    cache->Free(table);
-  }
+  const testing::ForcedStats st = testing::TeacherForce(m, *cache, ref);
+  const int tokens = st.tokens, argmax_equal = st.argmax_equal;
+  const double max_diff = st.max_diff, sum_diff = st.sum_diff;
   WARN("quant-zoo bf16, teacher-forced on llama.cpp's quantized run: argmax equal at "
        << argmax_equal << " of " << tokens << " steps, |logprob diff| max " << max_diff << ", mean "
        << sum_diff / tokens);

@@ -12,6 +12,7 @@
 #include "engine/model/llama_model.h"
 #include "engine/model/model.h"
 #include "nlohmann/json.hpp"
+#include "tests/engine/model/teacher_forced.h"
 #include "tests/test_util.h"
 
 namespace textgen {
@@ -121,69 +122,26 @@ TEST_CASE("every architecture matches llama.cpp token for token with F32 compute
   }
 }
 
-struct ForcedResult {
-  int tokens = 0, argmax_equal = 0;  // reference steps, and how many our argmax agrees on
-  double max_logprob_diff = 0;       // of the reference's own token, over every step
-};
-
-// Teacher-forced: each case's prompt and the reference's generated ids in one pass; at every
-// step the reference token's logprob is compared with llama.cpp's, whatever our argmax is. A
-// free-running comparison would stop at the first near-tie that BF16 rounding flips (where that
-// falls depends on the kernels: AVX-512 BF16, AMX or oneDNN on AVX2), so it measures luck.
-ForcedResult RunForced(const std::string& model_path, const std::string& reference,
-                       const ModelOptions& mo, KvType kv_type) {
-  auto model = Model::Load(model_path, mo);
-  INFO(model_path);
-  REQUIRE(model.ok());
-  LlamaModel& m = (*model)->llama();
-  auto cache = MakeCache(m.config(), kv_type);
-  const nlohmann::json ref =
-      nlohmann::json::parse(testing::ReadFile(testing::ReferenceDir() + "/arch/" + reference));
-  ForcedResult r;
-  const int vocab = m.config().n_vocab;
-  for (const auto& rc : ref["cases"]) {
-    std::vector<int32_t> tokens = rc["prompt_ids"].get<std::vector<int32_t>>();
-    const size_t n_prompt = tokens.size();
-    const std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
-    tokens.insert(tokens.end(), want.begin(), want.end() - 1);
-    BlockTable table;
-    std::vector<float> logits;  // [tokens, vocab]
-    ForwardSeq f{tokens, &table, 0, /*all_logits=*/true};
-    REQUIRE(m.Forward(*cache, absl::MakeSpan(&f, 1), &logits).ok());
-    REQUIRE(logits.size() == tokens.size() * static_cast<size_t>(vocab));
-    for (size_t i = 0; i < want.size(); ++i) {
-      const float* row = &logits[(n_prompt - 1 + i) * vocab];
-      int best = 0;
-      for (int v = 1; v < vocab; ++v) {
-        if (row[v] > row[best]) best = v;
-      }
-      double sum = 0;
-      for (int v = 0; v < vocab; ++v) sum += std::exp(double{row[v]} - row[best]);
-      const double logprob = double{row[want[i]]} - row[best] - std::log(sum);
-      ++r.tokens;
-      if (best == want[i]) ++r.argmax_equal;
-      r.max_logprob_diff =
-          std::max(r.max_logprob_diff, std::abs(logprob - rc["steps"][i]["logprob"].get<double>()));
-    }
-    cache->Free(table);
-  }
-  return r;
-}
-
 TEST_CASE("every architecture stays close with BF16 compute and a BF16 cache", "[parity]") {
   ModelOptions mo;
   mo.llama.linear.compute = ops::LinearCompute::kBf16;
   for (const ArchCase& ac : kCases) {
     const std::string name = std::string(ac.model) + "-hf";
     SECTION(name) {
-      const ForcedResult r =
-          RunForced(testing::ModelPath("arch/" + name), ac.reference, mo, KvType::kBf16);
+      auto model = Model::Load(testing::ModelPath("arch/" + name), mo);
+      REQUIRE(model.ok());
+      LlamaModel& m = (*model)->llama();
+      auto cache = MakeCache(m.config(), KvType::kBf16);
+      const testing::ForcedStats r =
+          testing::TeacherForce(m, *cache,
+                                nlohmann::json::parse(testing::ReadFile(testing::ReferenceDir() +
+                                                                        "/arch/" + ac.reference)));
       WARN(name << " bf16, teacher-forced: argmax equal at " << r.argmax_equal << " of " << r.tokens
-                << " steps, max |logprob diff| " << r.max_logprob_diff);
+                << " steps, max |logprob diff| " << r.max_diff);
       // Not exact (BF16 weights, activations and cache): the reference token's logprob stays
       // close at every step (measured up to 0.067 on AVX-512 BF16 and on oneDNN AVX2; a missing
       // architecture feature is off by far more than 1), and only near-ties change the argmax.
-      CHECK(r.max_logprob_diff < 0.15);
+      CHECK(r.max_diff < 0.15);
       CHECK(r.argmax_equal >= r.tokens * 9 / 10);
     }
   }

@@ -1,0 +1,61 @@
+// Teacher-forced comparison with a llama.cpp greedy reference (*.greedy.json): each case's
+// prompt plus the reference's generated ids in one Forward with every logits row, so a near-tie
+// that flips one greedy token does not end the comparison (a free-running comparison stops at
+// the first flip, and where that falls depends on the kernels). Header-only: the test glob
+// compiles only *_test.cc files.
+#ifndef TEXTGEN_TESTS_ENGINE_MODEL_TEACHER_FORCED_H_
+#define TEXTGEN_TESTS_ENGINE_MODEL_TEACHER_FORCED_H_
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "engine/kv_cache/kv_cache.h"
+#include "engine/model/llama_model.h"
+#include "nlohmann/json.hpp"
+
+namespace textgen::testing {
+
+struct ForcedStats {
+  int tokens = 0;        // reference steps compared
+  int argmax_equal = 0;  // steps where our argmax is the reference's token
+  double max_diff = 0;   // |logprob of the reference token - the reference's logprob|, max
+  double sum_diff = 0;   // and summed over the steps
+};
+
+inline ForcedStats TeacherForce(LlamaModel& m, KvCache& cache, const nlohmann::json& ref) {
+  ForcedStats s;
+  const int vocab = m.config().n_vocab;
+  for (const auto& rc : ref["cases"]) {
+    std::vector<int32_t> ids = rc["prompt_ids"].get<std::vector<int32_t>>();
+    const size_t n_prompt = ids.size();
+    const std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
+    ids.insert(ids.end(), want.begin(), want.end() - 1);
+    BlockTable table;
+    std::vector<float> logits;  // [ids, vocab]
+    ForwardSeq f{ids, &table, 0, /*all_logits=*/true};
+    REQUIRE(m.Forward(cache, absl::MakeSpan(&f, 1), &logits).ok());
+    REQUIRE(logits.size() == ids.size() * static_cast<size_t>(vocab));
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float* row = &logits[(n_prompt - 1 + i) * vocab];
+      int best = 0;
+      for (int v = 1; v < vocab; ++v) {
+        if (row[v] > row[best]) best = v;
+      }
+      double sum = 0;
+      for (int v = 0; v < vocab; ++v) sum += std::exp(double{row[v]} - row[best]);
+      const double logprob = double{row[want[i]]} - row[best] - std::log(sum);
+      const double diff = std::abs(logprob - rc["steps"][i]["logprob"].get<double>());
+      ++s.tokens;
+      if (best == want[i]) ++s.argmax_equal;
+      s.max_diff = std::max(s.max_diff, diff);
+      s.sum_diff += diff;
+    }
+    cache.Free(table);
+  }
+  return s;
+}
+
+}  // namespace textgen::testing
+
+#endif  // TEXTGEN_TESTS_ENGINE_MODEL_TEACHER_FORCED_H_
