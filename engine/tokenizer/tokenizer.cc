@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "engine/tokenizer/gpt2_pretokenizer.h"
+#include "engine/tokenizer/gpt2_byte_map.h"
 #include "engine/tokenizer/unicode.h"
 #include "engine/util/status_macros.h"
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "engine/tokenizer/gpt2_pretokenizer.h"
+#include "engine/tokenizer/gpt2_byte_map.h"
 
 namespace textgen {
 namespace {
@@ -99,29 +99,6 @@ TEST_CASE("Unicode classes", "[tokenizer][unicode]") {
   CHECK(IsUnicodeWhitespace(0x85));
   CHECK_FALSE(IsUnicodeWhitespace(0x200B));  // zero width space is not White_Space
   CHECK_FALSE(IsUnicodeWhitespace(0x1C));
-}
-
-std::vector<std::string> Split(std::string_view s) {
-  std::vector<std::string> out;
-  for (std::string_view w : SplitGpt2Words(s)) out.emplace_back(w);
-  return out;
-}
-
-TEST_CASE("GPT-2 pre-tokenizer splits like the regex", "[tokenizer][unicode]") {
-  using V = std::vector<std::string>;
-  CHECK(Split("") == V{});
-  CHECK(Split("Hello world") == V{"Hello", " world"});
-  CHECK(Split("I've been 'told") == V{"I", "'ve", " been", " '", "told"});
-  CHECK(Split("it's 'S") == V{"it", "'s", " '", "S"});
-  CHECK(Split("a   b") == V{"a", "  ", " b"});
-  CHECK(Split("a \n b") == V{"a", " \n", " b"});
-  CHECK(Split("x\n\ny") == V{"x", "\n", "\n", "y"});
-  CHECK(Split("end   ") == V{"end", "   "});
-  CHECK(Split("3.14 abc123") == V{"3", ".", "14", " abc", "123"});
-  CHECK(Split(" !!?x") == V{" !!?", "x"});
-  CHECK(Split("\t\tfoo") == V{"\t", "\t", "foo"});
-  CHECK(Split("caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD") ==
-        V{"caf\xC3\xA9", " \xE4\xBD\xA0\xE5\xA5\xBD"});
 }
 
 TEST_CASE("GPT-2 byte map is a bijection", "[tokenizer][unicode]") {
