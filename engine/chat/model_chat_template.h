@@ -28,6 +28,11 @@ struct ModelChatTemplate {
 // is given (the message says to pass --chat-template); InvalidArgument when it does not parse.
 absl::StatusOr<ModelChatTemplate> LoadModelChatTemplate(const Model& model,
                                                         const std::string& override_path = "");
+// The same from a model's path (GGUF file or Hugging Face folder) and its tokenizer, without
+// loading the weights (for `textgen-run --render`; vocab-only GGUFs work).
+absl::StatusOr<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path,
+                                                        const Tokenizer& tokenizer,
+                                                        const std::string& override_path = "");
 
 // Renders `input` with the template, filling bos_token / eos_token from the model when the
 // input leaves them unset.
