@@ -13,7 +13,7 @@ namespace {
 // Limits that keep a hostile template from hanging or exhausting a server thread; real chat
 // templates stay far below them.
 constexpr int kMaxCallDepth = 100;
-constexpr long kMaxSteps = 20'000'000;
+constexpr long kMaxSteps = 5'000'000;
 constexpr size_t kMaxOutput = 64u << 20;
 
 [[noreturn]] void TypeError(const std::string& msg) { throw RenderError("TypeError", msg); }

@@ -64,6 +64,38 @@ std::optional<std::string> TokenText(const Tokenizer& tokenizer, int32_t id) {
   return std::string(tokenizer.TokenText(id));
 }
 
+// transformers passes the tokenizer's own bos_token / eos_token (tokenizer_config.json: a
+// string, an AddedToken object with "content", or null / absent: not passed), which may differ
+// from the vocab's ids (Llama 3.1 Instruct: eos_token <|eot_id|>, not <|end_of_text|>).
+std::optional<std::string> ConfigToken(const nlohmann::json& config, const char* key) {
+  if (!config.contains(key)) return std::nullopt;
+  const nlohmann::json& t = config[key];
+  if (t.is_string()) return t.get<std::string>();
+  if (t.is_object() && t.contains("content") && t["content"].is_string()) {
+    return t["content"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// The bos/eos texts the template is rendered with: a Hugging Face folder's
+// tokenizer_config.json, else (GGUF, as llama.cpp does) the vocab's BOS / EOS tokens.
+void SpecialTokens(const std::string& model_path, const Tokenizer& tokenizer,
+                   std::optional<std::string>* bos, std::optional<std::string>* eos) {
+  const std::string config_path = model_path + "/tokenizer_config.json";
+  if (std::filesystem::is_directory(model_path) && std::filesystem::exists(config_path)) {
+    absl::StatusOr<std::string> text = ReadText(config_path);
+    const nlohmann::json config =
+        text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+    if (config.is_object()) {
+      *bos = ConfigToken(config, "bos_token");
+      *eos = ConfigToken(config, "eos_token");
+      return;
+    }
+  }
+  *bos = TokenText(tokenizer, tokenizer.bos_id());
+  *eos = TokenText(tokenizer, tokenizer.eos_id());
+}
+
 }  // namespace
 
 absl::StatusOr<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path,
@@ -85,8 +117,9 @@ absl::StatusOr<ModelChatTemplate> LoadModelChatTemplate(const std::string& model
         absl::StrCat(override_path.empty() ? "the model's chat template" : override_path, ": ",
                      parsed.status().message()));
   }
-  return ModelChatTemplate{*std::move(parsed), TokenText(tokenizer, tokenizer.bos_id()),
-                           TokenText(tokenizer, tokenizer.eos_id())};
+  ModelChatTemplate t{*std::move(parsed), std::nullopt, std::nullopt};
+  SpecialTokens(model_path, tokenizer, &t.bos_token, &t.eos_token);
+  return t;
 }
 
 absl::StatusOr<ModelChatTemplate> LoadModelChatTemplate(const Model& model,

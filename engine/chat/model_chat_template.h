@@ -16,8 +16,9 @@ namespace textgen {
 
 struct ModelChatTemplate {
   ChatTemplate chat_template;
-  // The texts of the model's BOS / EOS tokens, passed as bos_token / eos_token (unset when the
-  // vocab has none).
+  // The texts passed as bos_token / eos_token: a Hugging Face folder's tokenizer_config.json
+  // values (as transformers passes them; unset when null or absent), a GGUF's BOS / EOS tokens
+  // (as llama.cpp passes them; unset when the vocab has none).
   std::optional<std::string> bos_token;
   std::optional<std::string> eos_token;
 };
