@@ -189,6 +189,13 @@ const Value* Scope::Find(const std::string& name) const {
   return nullptr;
 }
 
+Interpreter::~Interpreter() {
+  // A namespace can hold itself (`set ns.me = ns`): empty them all to break such cycles.
+  for (const Value& ns : namespaces_) ns.namespace_dict().items.clear();
+}
+
+void Interpreter::TrackNamespace(const Value& ns) { namespaces_.push_back(ns); }
+
 std::string Interpreter::Render(const Body& body, std::shared_ptr<Scope> root) {
   AddGlobals(*root);
   std::string out;
@@ -375,7 +382,7 @@ void Interpreter::ExecFor(const Stmt& s, const std::shared_ptr<Scope>& scope, st
           if (a.positional.empty()) TypeError("no items for cycling given");
           return a.positional[i % a.positional.size()];
         }));
-    iter->vars["loop"] = Value::MakeNamespace(std::move(loop));
+    iter->vars["loop"] = Value::MakeDict(std::move(loop));
     if (Exec(s.body, iter, out) == Flow::kBreak) break;
   }
   if (n == 0) Exec(s.else_body, scope, out);
@@ -383,8 +390,12 @@ void Interpreter::ExecFor(const Stmt& s, const std::shared_ptr<Scope>& scope, st
 
 Value Interpreter::MakeMacro(const Stmt& s, const std::shared_ptr<Scope>& scope, Value) {
   const Stmt* def = &s;
-  std::shared_ptr<Scope> closure = scope;
-  return Value::MakeCallable(s.name, [this, def, closure](Interpreter&, Args& args) {
+  // The macro is usually stored in the scope it closes over: holding that scope strongly would
+  // make a cycle that leaks. The interpreter keeps the scope alive for the render instead.
+  pinned_scopes_.push_back(scope);
+  std::weak_ptr<Scope> weak_closure = scope;
+  return Value::MakeCallable(s.name, [this, def, weak_closure](Interpreter&, Args& args) {
+    std::shared_ptr<Scope> closure = weak_closure.lock();
     if (++call_depth_ > kMaxCallDepth) {
       throw RenderError("RecursionError", "maximum macro recursion depth exceeded");
     }

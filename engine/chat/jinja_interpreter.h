@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/chat/jinja_ast.h"
 #include "engine/chat/jinja_value.h"
@@ -25,6 +26,9 @@ class Interpreter {
  public:
   // `now`: the local time strftime_now formats.
   explicit Interpreter(std::tm now) : now_(now) {}
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Renders `body` with `root` (the template's variables; globals are added to it).
   std::string Render(const Body& body, std::shared_ptr<Scope> root);
@@ -38,6 +42,8 @@ class Interpreter {
   Value Filter(const std::string& name, const Value& input, Args& args);
   bool Test(const std::string& name, const Value& input, Args& args);
   const std::tm& now() const { return now_; }
+  // Namespaces are the only mutable values; the interpreter empties them when it is done.
+  void TrackNamespace(const Value& ns);
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -53,6 +59,8 @@ class Interpreter {
   void Step();
 
   std::tm now_;
+  std::vector<std::shared_ptr<Scope>> pinned_scopes_;  // scopes macros close over
+  std::vector<Value> namespaces_;
   int call_depth_ = 0;
   long steps_ = 0;
   int line_ = 0;  // of the statement being run, for error messages

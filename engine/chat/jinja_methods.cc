@@ -348,7 +348,11 @@ void AddGlobals(Scope& scope) {
   };
   add("range", Range);
   add("dict", [](Interpreter&, Args& a) { return Value::MakeDict(KwargsDict(a, 1)); });
-  add("namespace", [](Interpreter&, Args& a) { return Value::MakeNamespace(KwargsDict(a, 1)); });
+  add("namespace", [](Interpreter& in, Args& a) {
+    Value ns = Value::MakeNamespace(KwargsDict(a, 1));
+    in.TrackNamespace(ns);
+    return ns;
+  });
   add("raise_exception", [](Interpreter&, Args& a) -> Value {
     throw RenderError("TemplateError", a.Get(0, "message").ToString());
   });

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <ctime>
+#include <filesystem>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,6 +190,64 @@ TEST_CASE("a hostile template stops with an error instead of running away") {
   CHECK_THAT(ErrorOf("{{ 'x' * 1000000000 }}"), Catch::Contains("too large"));
   CHECK_THAT(ErrorOf("{% set s = 'x' * 1000000 %}{% for i in range(100) %}{{ s }}{% endfor %}"),
              Catch::Contains("rendered text too long"));
+}
+
+TEST_CASE("cycles through namespaces and macros are broken when a render ends") {
+  // Under TEXTGEN_SANITIZE, LeakSanitizer reports these if the interpreter leaks them.
+  CHECK(*RenderWith("{% set ns = namespace(n=1) %}{% set ns.me = ns %}{{ ns.me.me.n }}") == "1");
+  CHECK(*RenderWith("{% macro m(i) %}{% if i > 0 %}{{ m(i - 1) }}{% endif %}{{ i }}{% endmacro %}"
+                    "{% for x in [1, 2] %}{% macro inner() %}{{ x }}{% endmacro %}"
+                    "{{ inner() }}{% endfor %}{{ m(2) }}") == "12012");
+}
+
+TEST_CASE("mutated real templates give a render or an error, never a crash") {
+  // Byte flips, cuts and spliced Jinja fragments over the shared templates, seeded.
+  std::vector<std::string> templates;
+  for (const auto& e :
+       std::filesystem::directory_iterator(testing::ChatTemplatesDir() + "/templates")) {
+    if (e.path().extension() == ".jinja") templates.push_back(testing::ReadFile(e.path()));
+  }
+  REQUIRE(templates.size() > 50);
+  const char* const kFragments[] = {"{%",  "%}",        "{{",     "}}",          "{#", "#}",
+                                    "-",   "(",         ")",      "[",           "]",  "'",
+                                    "|",   ".",         "endif",  "endfor",      "~",  "**",
+                                    "not", "{% raw %}", "[::-1]", "namespace()", "\\u"};
+  ChatTemplateInput input;
+  input.messages = ordered_json::parse(
+      R"([{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+          {"role": "assistant", "content": "a"}, {"role": "user", "content": "u2"}])");
+  input.bos_token = "<s>";
+  input.add_generation_prompt = true;
+  std::mt19937 rng(14);
+  int rendered = 0, failed = 0;
+  for (int i = 0; i < 400; ++i) {
+    std::string s = templates[rng() % templates.size()];
+    for (int k = 0, n = 1 + rng() % 4; k < n && !s.empty(); ++k) {
+      const size_t p = rng() % s.size();
+      switch (rng() % 4) {
+        case 0:
+          s[p] = static_cast<char>(rng());
+          break;
+        case 1:
+          s.erase(p, rng() % 20);
+          break;
+        case 2:
+          s.insert(p, kFragments[rng() % std::size(kFragments)]);
+          break;
+        default:
+          s.resize(p);
+      }
+    }
+    absl::StatusOr<std::string> r = RenderWith(s, input);
+    if (r.ok()) {
+      ++rendered;
+    } else {
+      ++failed;
+      CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    }
+  }
+  CHECK(rendered > 50);
+  CHECK(failed > 50);
 }
 
 TEST_CASE("one template renders on several threads at once") {
