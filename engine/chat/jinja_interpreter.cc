@@ -262,11 +262,11 @@ Interpreter::Flow Interpreter::ExecOne(const Stmt& s, const std::shared_ptr<Scop
       break;
     }
     case Stmt::Kind::kMacro:
-      scope->vars[s.name] = MakeMacro(s, scope, Value());
+      scope->vars[s.name] = MakeMacro(s, scope);
       break;
     case Stmt::Kind::kCallBlock: {
       // The body becomes the macro `caller` the called macro can invoke.
-      Value caller = MakeMacro(s, scope, Value());
+      Value caller = MakeMacro(s, scope);
       const Expr& call = *s.expr;
       Value fn = Eval(*call.children[0], scope);
       Args args = EvalArgs(call, 1, scope);
@@ -388,7 +388,7 @@ void Interpreter::ExecFor(const Stmt& s, const std::shared_ptr<Scope>& scope, st
   if (n == 0) Exec(s.else_body, scope, out);
 }
 
-Value Interpreter::MakeMacro(const Stmt& s, const std::shared_ptr<Scope>& scope, Value) {
+Value Interpreter::MakeMacro(const Stmt& s, const std::shared_ptr<Scope>& scope) {
   const Stmt* def = &s;
   // The macro is usually stored in the scope it closes over: holding that scope strongly would
   // make a cycle that leaks. The interpreter keeps the scope alive for the render instead.

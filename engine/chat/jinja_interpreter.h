@@ -51,7 +51,8 @@ class Interpreter {
   Flow ExecOne(const Stmt& s, const std::shared_ptr<Scope>& scope, std::string& out);
   void ExecFor(const Stmt& s, const std::shared_ptr<Scope>& scope, std::string& out);
   void Assign(const std::vector<std::string>& targets, const Value& v, Scope& scope);
-  Value MakeMacro(const Stmt& s, const std::shared_ptr<Scope>& scope, Value caller);
+  // A macro (or a call block's body, then `caller`) closing over `scope`.
+  Value MakeMacro(const Stmt& s, const std::shared_ptr<Scope>& scope);
   Value Eval(const Expr& e, const std::shared_ptr<Scope>& scope);
   Value EvalCall(const Expr& e, const std::shared_ptr<Scope>& scope);
   Args EvalArgs(const Expr& e, size_t first, const std::shared_ptr<Scope>& scope);

@@ -159,7 +159,6 @@ class Lexer {
 
   absl::Status Tag(bool variable) {
     Emit(variable ? Token::Type::kVarBegin : Token::Type::kBlockBegin, "");
-    tokens_.back().type = variable ? Token::Type::kVarBegin : Token::Type::kBlockBegin;
     int depth = 0;
     const std::string end = variable ? "}}" : "%}";
     while (true) {
