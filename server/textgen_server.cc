@@ -35,7 +35,21 @@ void LogCpuFeatures() {
   }
 }
 
+// The id /v1/models lists: the model file's name, or its directory's.
+std::string ModelId(const std::string& model_path) {
+  std::filesystem::path p(model_path);
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
 }  // namespace
+
+absl::StatusOr<openai::ChatPromptFn> TextgenServer::ChatPrompt() const {
+  // Until the chat-template interpreter is merged in: no template can be rendered.
+  return absl::FailedPreconditionError(
+      "chat completions need a chat template (--chat-template FILE), which this build cannot "
+      "render yet; use /v1/completions");
+}
 
 TextgenServer::TextgenServer(const ServerOptions& options) : options_(options) {}
 
@@ -56,6 +70,25 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
                  s->metrics_http_->port());
   }
 
+  if (!options.http_listen.empty()) {
+    s->api_ = std::make_unique<openai::OpenAiApi>(options.limits, &s->metrics_);
+    HttpListenerOptions http;
+    http.threads = options.http_threads > 0 ? options.http_threads
+                                            : options.engine.max_active_requests +
+                                                  options.engine.max_queued_requests + 16;
+    http.timeout = options.http_timeout;
+    absl::StatusOr<std::unique_ptr<HttpListener>> listener =
+        HttpListener::Start(options.http_listen, "the HTTP API", http,
+                            [api = s->api_.get()](httplib::Server& h) { api->AddRoutes(h); });
+    if (!listener.ok()) {
+      if (s->metrics_http_ != nullptr) s->metrics_http_->Stop();
+      return listener.status();
+    }
+    s->api_http_ = *std::move(listener);
+    spdlog::info("OpenAI-compatible API and chat page on http://{}/ (port {}, {} workers)",
+                 options.http_listen, s->api_http_->port(), http.threads);
+  }
+
   // Process-wide switch; must precede the builder. (Reflection is registered by main: its
   // library carries generated descriptors that must not be linked into every user of this one.)
   grpc::EnableDefaultHealthCheckService(true);
@@ -70,6 +103,7 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
     s->shut_down_ = true;
     if (s->server_ != nullptr) s->server_->Shutdown();
     if (s->metrics_http_ != nullptr) s->metrics_http_->Stop();
+    if (s->api_http_ != nullptr) s->api_http_->Stop();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
   s->SetState(State::kLoading);
@@ -95,6 +129,8 @@ absl::Status TextgenServer::Load() {
                options_.listen, port_, stats.kv_blocks_total, options_.engine.kv_block_size,
                KvTypeName(engine->kv_type()));
   service_->SetEngine(engine.get());
+  if (api_ != nullptr)
+    api_->SetEngine(engine.get(), ModelId(options_.engine.model_path), ChatPrompt());
   {
     absl::MutexLock lock(&engine_mu_);
     engine_ = std::move(engine);
@@ -118,13 +154,21 @@ TextgenServer::~TextgenServer() { Shutdown(absl::ZeroDuration()); }
 void TextgenServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  const absl::Time deadline = absl::Now() + grace;
+  if (api_ != nullptr) api_->StopAccepting();
   if (server_ != nullptr) {
     SetState(State::kDraining);
     // Returns once every call has finished: in-flight streams may complete within the grace,
     // after it gRPC cancels them (their reactors cancel the engine requests).
-    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    server_->Shutdown(absl::ToChronoTime(deadline));
     server_->Wait();
     spdlog::debug("gRPC server stopped");
+  }
+  // The same grace for the HTTP API's completions, then cancelled; Stop waits for its workers.
+  if (api_ != nullptr) api_->Drain(deadline);
+  if (api_http_ != nullptr) {
+    api_http_->Stop();
+    spdlog::debug("HTTP API stopped");
   }
   // Scrapes answer until here (a drain is worth watching).
   if (metrics_http_ != nullptr) metrics_http_->Stop();
