@@ -42,6 +42,9 @@ and while draining after SIGTERM, SERVING in between.
   --http-listen HOST:PORT      serve the OpenAI-compatible API (/v1/chat/completions,
                                /v1/completions, /v1/models) and the chat page (/) over
                                HTTP on this address (default: off; port 0 = any)
+  --chat-template FILE         Jinja chat template for /v1/chat/completions, instead of the
+                               model's own (GGUF tokenizer.chat_template or
+                               tokenizer_config.json)
   --http-threads N             HTTP API workers; each streamed answer holds one (default 0:
                                --max-active + --max-queued + 16)
   --http-timeout SECONDS       an HTTP client that sends nothing, or reads nothing, for this
@@ -126,6 +129,7 @@ Flags ParseFlags(int argc, char** argv) {
       {"--listen", [&](auto&, auto& v) { o.listen = v; }},
       {"--metrics-listen", [&](auto&, auto& v) { o.metrics_listen = v; }},
       {"--http-listen", [&](auto&, auto& v) { o.http_listen = v; }},
+      {"--chat-template", [&](auto&, auto& v) { o.chat_template = v; }},
       {"--http-threads",
        [&](auto& n, auto& v) { o.http_threads = static_cast<int>(ParseInt(n, v, 0, 4096)); }},
       {"--http-timeout",

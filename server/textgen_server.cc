@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/chat/model_chat_template.h"
 #include "engine/ops/cpu_features.h"
 #include "engine/util/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -35,6 +36,32 @@ void LogCpuFeatures() {
   }
 }
 
+// Renders chats for the HTTP API with the template, or says why there is none. A template
+// given with --chat-template that cannot be used fails the start; the model's own only makes
+// chat requests fail (completions still work).
+absl::StatusOr<openai::ChatPromptFn> LoadChatPrompt(const Engine& engine,
+                                                    const std::string& override_path) {
+  absl::StatusOr<ModelChatTemplate> t = LoadModelChatTemplate(engine.model(), override_path);
+  if (!t.ok()) {
+    if (!override_path.empty()) return t.status();
+    spdlog::warn("chat completions unavailable: {}", std::string(t.status().message()));
+    // Not a missing resource the client named: a setting of the server (400 with the advice).
+    return absl::FailedPreconditionError(t.status().message());
+  }
+  const Tokenizer& tokenizer = engine.model().tokenizer();
+  return openai::ChatPromptFn(
+      [t = *std::move(t), &tokenizer](
+          const nlohmann::json& messages, bool add_generation_prompt,
+          const nlohmann::json& kwargs) -> absl::StatusOr<std::vector<int32_t>> {
+        ChatTemplateInput input;
+        input.messages = messages;
+        input.add_generation_prompt = add_generation_prompt;
+        input.kwargs = kwargs;
+        TG_ASSIGN_OR_RETURN(std::string text, RenderChat(t, std::move(input)));
+        return EncodeChatPrompt(tokenizer, text);
+      });
+}
+
 // The id /v1/models lists: the model file's name, or its directory's.
 std::string ModelId(const std::string& model_path) {
   std::filesystem::path p(model_path);
@@ -43,13 +70,6 @@ std::string ModelId(const std::string& model_path) {
 }
 
 }  // namespace
-
-absl::StatusOr<openai::ChatPromptFn> TextgenServer::ChatPrompt() const {
-  // Until the chat-template interpreter is merged in: no template can be rendered.
-  return absl::FailedPreconditionError(
-      "chat completions need a chat template (--chat-template FILE), which this build cannot "
-      "render yet; use /v1/completions");
-}
 
 TextgenServer::TextgenServer(const ServerOptions& options) : options_(options) {}
 
@@ -128,9 +148,12 @@ absl::Status TextgenServer::Load() {
   spdlog::info("serving {} on {} (port {}); KV cache {} blocks of {} tokens ({})", kServiceName,
                options_.listen, port_, stats.kv_blocks_total, options_.engine.kv_block_size,
                KvTypeName(engine->kv_type()));
+  if (api_ != nullptr) {
+    absl::StatusOr<openai::ChatPromptFn> chat = LoadChatPrompt(*engine, options_.chat_template);
+    if (!chat.ok() && !options_.chat_template.empty()) return chat.status();
+    api_->SetEngine(engine.get(), ModelId(options_.engine.model_path), std::move(chat));
+  }
   service_->SetEngine(engine.get());
-  if (api_ != nullptr)
-    api_->SetEngine(engine.get(), ModelId(options_.engine.model_path), ChatPrompt());
   {
     absl::MutexLock lock(&engine_mu_);
     engine_ = std::move(engine);

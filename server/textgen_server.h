@@ -53,8 +53,6 @@ class TextgenServer {
   enum class State { kLoading, kServing, kDraining };
 
   explicit TextgenServer(const ServerOptions& options);
-  // Renders chats for the HTTP API with the model's (or --chat-template's) template.
-  absl::StatusOr<openai::ChatPromptFn> ChatPrompt() const;
   // The one place that decides what the health service and the metrics report.
   void SetState(State state);
 

@@ -99,42 +99,32 @@ json CompletionJson::Logprobs(absl::Span<const GeneratedToken> tokens, ChoiceTex
   return out;
 }
 
-json CompletionJson::RoleChunk(int index) const {
+// One choice of a chunk in OpenAI's key order: index, delta (chat) or text, logprobs,
+// finish_reason.
+json CompletionJson::ChunkChoice(int index, json content, json logprobs, json finish) const {
+  json c = {{"index", index}};
+  c[IsChat(request_) ? "delta" : "text"] = std::move(content);
+  c["logprobs"] = std::move(logprobs);
+  c["finish_reason"] = std::move(finish);
   json j = Envelope(true);
-  json choice = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
-  if (IsChat(request_)) {
-    choice["delta"] = {{"role", "assistant"}, {"content", ""}};
-  } else {
-    choice["text"] = "";
-  }
-  j["choices"] = json::array({std::move(choice)});
+  j["choices"] = json::array({std::move(c)});
   return j;
+}
+
+json CompletionJson::RoleChunk(int index) const {
+  json content = IsChat(request_) ? json{{"role", "assistant"}, {"content", ""}} : json("");
+  return ChunkChoice(index, std::move(content), nullptr, nullptr);
 }
 
 json CompletionJson::DeltaChunk(int index, std::string_view text,
                                 absl::Span<const GeneratedToken> tokens, ChoiceText& choice) const {
-  json j = Envelope(true);
-  json c = {{"index", index}, {"finish_reason", nullptr}};
-  if (IsChat(request_)) {
-    c["delta"] = {{"content", ValidUtf8(text)}};
-  } else {
-    c["text"] = ValidUtf8(text);
-  }
-  c["logprobs"] = Logprobs(tokens, choice);
-  j["choices"] = json::array({std::move(c)});
-  return j;
+  json content = IsChat(request_) ? json{{"content", ValidUtf8(text)}} : json(ValidUtf8(text));
+  return ChunkChoice(index, std::move(content), Logprobs(tokens, choice), nullptr);
 }
 
 json CompletionJson::FinishChunk(int index, FinishReason reason) const {
-  json j = Envelope(true);
-  json c = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", OpenAiFinishReason(reason)}};
-  if (IsChat(request_)) {
-    c["delta"] = json::object();
-  } else {
-    c["text"] = "";
-  }
-  j["choices"] = json::array({std::move(c)});
-  return j;
+  json content = IsChat(request_) ? json::object() : json("");
+  return ChunkChoice(index, std::move(content), nullptr, OpenAiFinishReason(reason));
 }
 
 json CompletionJson::UsageChunk(const CompletionUsage& usage) const {
@@ -150,14 +140,14 @@ json CompletionJson::Whole(std::vector<ChoiceText>& choices, const CompletionUsa
   for (size_t i = 0; i < choices.size(); ++i) {
     ChoiceText& choice = choices[i];
     choice.text_offset = 0;
-    json c = {{"index", i},
-              {"logprobs", Logprobs(choice.tokens, choice)},
-              {"finish_reason", OpenAiFinishReason(choice.finish.value_or(FinishReason::kLength))}};
+    json c = {{"index", i}};
     if (IsChat(request_)) {
       c["message"] = {{"role", "assistant"}, {"content", ValidUtf8(choice.text)}};
     } else {
       c["text"] = ValidUtf8(choice.text);
     }
+    c["logprobs"] = Logprobs(choice.tokens, choice);
+    c["finish_reason"] = OpenAiFinishReason(choice.finish.value_or(FinishReason::kLength));
     list.push_back(std::move(c));
   }
   j["choices"] = std::move(list);

@@ -63,6 +63,9 @@ class CompletionJson {
 
  private:
   nlohmann::ordered_json Envelope(bool chunk) const;
+  nlohmann::ordered_json ChunkChoice(int index, nlohmann::ordered_json content,
+                                     nlohmann::ordered_json logprobs,
+                                     nlohmann::ordered_json finish) const;
   nlohmann::ordered_json Logprobs(absl::Span<const GeneratedToken> tokens,
                                   ChoiceText& choice) const;
   nlohmann::ordered_json ChatTokenLogprob(int32_t id, double logprob) const;
