@@ -21,7 +21,12 @@ if [ "${1:-}" != "--build-only" ]; then
     # up a bridge network's NAT and forwarding rules by running iptables; without it every
     # container on a compose network fails with "netavark: No such file or directory".
     iptables
+    # The HTTP API's tests: the official openai npm package under Node.js (npm ci fetches it),
+    # and the chat page in headless Chromium driven through chromedriver's WebDriver protocol.
+    nodejs chromium chromium-driver
   )
+  # npm comes with nodejs from other sources (NodeSource); Debian packages it separately.
+  command -v npm >/dev/null || PKGS+=(npm)
 fi
 missing=()
 for p in "${PKGS[@]}"; do

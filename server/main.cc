@@ -39,6 +39,16 @@ and while draining after SIGTERM, SERVING in between.
   --listen HOST:PORT           address to listen on (default 127.0.0.1:50051; port 0 = any)
   --metrics-listen HOST:PORT   serve Prometheus metrics at http://HOST:PORT/metrics
                                (default: off)
+  --http-listen HOST:PORT      serve the OpenAI-compatible API (/v1/chat/completions,
+                               /v1/completions, /v1/models) and the chat page (/) over
+                               HTTP on this address (default: off; port 0 = any)
+  --chat-template FILE         Jinja chat template for /v1/chat/completions, instead of the
+                               model's own (GGUF tokenizer.chat_template or
+                               tokenizer_config.json)
+  --http-threads N             HTTP API workers; each streamed answer holds one (default 0:
+                               --max-active + --max-queued + 16)
+  --http-timeout SECONDS       an HTTP client that sends nothing, or reads nothing, for this
+                               long is disconnected (default 10)
   --compute bf16|f32           matmul arithmetic: bf16 (fast, default) or f32 (exact, for
                                parity with other engines)
   --threads N                  compute threads (0 = chosen from the model size; default 0)
@@ -118,6 +128,16 @@ Flags ParseFlags(int argc, char** argv) {
       {"--model", [&](auto&, auto& v) { o.engine.model_path = v; }},
       {"--listen", [&](auto&, auto& v) { o.listen = v; }},
       {"--metrics-listen", [&](auto&, auto& v) { o.metrics_listen = v; }},
+      {"--http-listen", [&](auto&, auto& v) { o.http_listen = v; }},
+      {"--chat-template", [&](auto&, auto& v) { o.chat_template = v; }},
+      {"--http-threads",
+       [&](auto& n, auto& v) { o.http_threads = static_cast<int>(ParseInt(n, v, 0, 4096)); }},
+      {"--http-timeout",
+       [&](auto& n, auto& v) {
+         const double seconds = ParseSeconds(n, v);
+         if (seconds < 1) UsageError(absl::StrCat(n, " must be at least 1 second, got ", v));
+         o.http_timeout = absl::Seconds(seconds);
+       }},
       {"--compute",
        [&](auto& n, auto& v) {
          if (v != "bf16" && v != "f32") {
@@ -247,6 +267,9 @@ int Main(int argc, char** argv) {
     spdlog::error("cannot block SIGTERM/SIGINT");
     return 1;
   }
+  // Debian's cpp-httplib writes to sockets without MSG_NOSIGNAL: a client that disconnects
+  // mid-answer must fail that write (EPIPE), not kill the process.
+  ::signal(SIGPIPE, SIG_IGN);
 
   // Registers the reflection service with every server built from here on.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

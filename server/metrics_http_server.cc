@@ -1,69 +1,23 @@
 #include "server/metrics_http_server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 
-#include <chrono>
 #include <utility>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
+#include "engine/util/status_macros.h"
 
 namespace textgen::server {
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& listen, std::function<std::string()> render) {
-  const size_t colon = listen.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics address must be HOST:PORT, got \"", listen, "\""));
-  }
-  std::string host = listen.substr(0, colon);
-  // [::1]:9090 -> ::1 (what getaddrinfo takes).
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-
-  auto s = std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer());
-  s->http_ = std::make_unique<httplib::Server>();
-  s->http_->Get("/metrics",
-                [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
-                  res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
-                });
-  // httplib's default adds SO_REUSEPORT, which would let a second server share the port
-  // silently (scrapes alternating between them); keep only SO_REUSEADDR for quick restarts.
-  s->http_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  if (port == 0) {
-    s->port_ = s->http_->bind_to_any_port(host);
-  } else if (s->http_->bind_to_port(host, port)) {
-    s->port_ = port;
-  }
-  if (s->port_ <= 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, " for metrics"));
-  }
-  s->thread_ = std::thread([http = s->http_.get(), done = &s->listen_returned_] {
-    http->listen_after_bind();
-    done->store(true);
-  });
-  return s;
-}
-
-MetricsHttpServer::~MetricsHttpServer() { Stop(); }
-
-void MetricsHttpServer::Stop() {
-  if (!thread_.joinable()) return;
-  // httplib's stop() does nothing until the listen loop has started (it would then never
-  // end): wait for it to run, or to have returned on its own.
-  while (!http_->is_running() && !listen_returned_.load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  http_->stop();
-  thread_.join();
+  auto routes = [render = std::move(render)](httplib::Server& http) {
+    http.Get("/metrics", [render](const httplib::Request&, httplib::Response& res) {
+      res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+  };
+  TG_ASSIGN_OR_RETURN(std::unique_ptr<HttpListener> listener,
+                      HttpListener::Start(listen, "metrics", HttpListenerOptions(), routes));
+  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(listener)));
 }
 
 }  // namespace textgen::server

@@ -3,17 +3,13 @@
 #ifndef TEXTGEN_SERVER_METRICS_HTTP_SERVER_H_
 #define TEXTGEN_SERVER_METRICS_HTTP_SERVER_H_
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
+#include <utility>
 
 #include "absl/status/statusor.h"
-
-namespace httplib {
-class Server;
-}
+#include "server/http_listener.h"
 
 namespace textgen::server {
 
@@ -24,22 +20,19 @@ class MetricsHttpServer {
   // server's threads, concurrently with everything else.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       const std::string& listen, std::function<std::string()> render);
-  // Stop().
-  ~MetricsHttpServer();
+  ~MetricsHttpServer() { Stop(); }
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
   // Stops listening and joins the thread; idempotent.
-  void Stop();
-  int port() const { return port_; }
+  void Stop() { listener_->Stop(); }
+  int port() const { return listener_->port(); }
 
  private:
-  MetricsHttpServer() = default;
+  explicit MetricsHttpServer(std::unique_ptr<HttpListener> listener)
+      : listener_(std::move(listener)) {}
 
-  std::unique_ptr<httplib::Server> http_;
-  std::atomic<bool> listen_returned_{false};
-  std::thread thread_;
-  int port_ = 0;
+  std::unique_ptr<HttpListener> listener_;
 };
 
 }  // namespace textgen::server

@@ -14,6 +14,16 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:50051";  // HOST:PORT; port 0 picks a free one
   // HOST:PORT for Prometheus' GET /metrics over HTTP; empty = no metrics endpoint.
   std::string metrics_listen;
+  // HOST:PORT for the OpenAI-compatible HTTP API (/v1/...) and the chat page (/); empty = off.
+  std::string http_listen;
+  // Worker threads of the HTTP API; each streamed response holds one for its whole length.
+  // 0: max_active + max_queued requests + 16, so every request the engine could hold gets a
+  // worker (and those beyond a quick 429) while a few are left for models and page requests.
+  int http_threads = 0;
+  // An HTTP client idle (or not reading) this long is disconnected, freeing its worker.
+  absl::Duration http_timeout = absl::Seconds(10);
+  // Jinja chat template overriding the model's own (used by /v1/chat/completions).
+  std::string chat_template;
   EngineOptions engine;
   RequestLimits limits;
   // On SIGTERM, in-flight streams get this long to finish before they are cancelled.

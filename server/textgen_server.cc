@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/chat/model_chat_template.h"
 #include "engine/ops/cpu_features.h"
 #include "engine/util/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -35,6 +36,39 @@ void LogCpuFeatures() {
   }
 }
 
+// Renders chats for the HTTP API with the template, or says why there is none. A template
+// given with --chat-template that cannot be used fails the start; the model's own only makes
+// chat requests fail (completions still work).
+absl::StatusOr<openai::ChatPromptFn> LoadChatPrompt(const Engine& engine,
+                                                    const std::string& override_path) {
+  absl::StatusOr<ModelChatTemplate> t = LoadModelChatTemplate(engine.model(), override_path);
+  if (!t.ok()) {
+    if (!override_path.empty()) return t.status();
+    spdlog::warn("chat completions unavailable: {}", std::string(t.status().message()));
+    // Not a missing resource the client named: a setting of the server (400 with the advice).
+    return absl::FailedPreconditionError(t.status().message());
+  }
+  const Tokenizer& tokenizer = engine.model().tokenizer();
+  return openai::ChatPromptFn(
+      [t = *std::move(t), &tokenizer](
+          const nlohmann::json& messages, bool add_generation_prompt,
+          const nlohmann::json& kwargs) -> absl::StatusOr<std::vector<int32_t>> {
+        ChatTemplateInput input;
+        input.messages = messages;
+        input.add_generation_prompt = add_generation_prompt;
+        input.kwargs = kwargs;
+        TG_ASSIGN_OR_RETURN(std::string text, RenderChat(t, std::move(input)));
+        return EncodeChatPrompt(tokenizer, text);
+      });
+}
+
+// The id /v1/models lists: the model file's name, or its directory's.
+std::string ModelId(const std::string& model_path) {
+  std::filesystem::path p(model_path);
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
 }  // namespace
 
 TextgenServer::TextgenServer(const ServerOptions& options) : options_(options) {}
@@ -56,6 +90,25 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
                  s->metrics_http_->port());
   }
 
+  if (!options.http_listen.empty()) {
+    s->api_ = std::make_unique<openai::OpenAiApi>(options.limits, &s->metrics_);
+    HttpListenerOptions http;
+    http.threads = options.http_threads > 0 ? options.http_threads
+                                            : options.engine.max_active_requests +
+                                                  options.engine.max_queued_requests + 16;
+    http.timeout = options.http_timeout;
+    absl::StatusOr<std::unique_ptr<HttpListener>> listener =
+        HttpListener::Start(options.http_listen, "the HTTP API", http,
+                            [api = s->api_.get()](httplib::Server& h) { api->AddRoutes(h); });
+    if (!listener.ok()) {
+      if (s->metrics_http_ != nullptr) s->metrics_http_->Stop();
+      return listener.status();
+    }
+    s->api_http_ = *std::move(listener);
+    spdlog::info("OpenAI-compatible API and chat page on http://{}/ (port {}, {} workers)",
+                 options.http_listen, s->api_http_->port(), http.threads);
+  }
+
   // Process-wide switch; must precede the builder. (Reflection is registered by main: its
   // library carries generated descriptors that must not be linked into every user of this one.)
   grpc::EnableDefaultHealthCheckService(true);
@@ -70,6 +123,7 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
     s->shut_down_ = true;
     if (s->server_ != nullptr) s->server_->Shutdown();
     if (s->metrics_http_ != nullptr) s->metrics_http_->Stop();
+    if (s->api_http_ != nullptr) s->api_http_->Stop();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
   s->SetState(State::kLoading);
@@ -94,6 +148,11 @@ absl::Status TextgenServer::Load() {
   spdlog::info("serving {} on {} (port {}); KV cache {} blocks of {} tokens ({})", kServiceName,
                options_.listen, port_, stats.kv_blocks_total, options_.engine.kv_block_size,
                KvTypeName(engine->kv_type()));
+  if (api_ != nullptr) {
+    absl::StatusOr<openai::ChatPromptFn> chat = LoadChatPrompt(*engine, options_.chat_template);
+    if (!chat.ok() && !options_.chat_template.empty()) return chat.status();
+    api_->SetEngine(engine.get(), ModelId(options_.engine.model_path), std::move(chat));
+  }
   service_->SetEngine(engine.get());
   {
     absl::MutexLock lock(&engine_mu_);
@@ -118,13 +177,21 @@ TextgenServer::~TextgenServer() { Shutdown(absl::ZeroDuration()); }
 void TextgenServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  const absl::Time deadline = absl::Now() + grace;
+  if (api_ != nullptr) api_->StopAccepting();
   if (server_ != nullptr) {
     SetState(State::kDraining);
     // Returns once every call has finished: in-flight streams may complete within the grace,
     // after it gRPC cancels them (their reactors cancel the engine requests).
-    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    server_->Shutdown(absl::ToChronoTime(deadline));
     server_->Wait();
     spdlog::debug("gRPC server stopped");
+  }
+  // The same grace for the HTTP API's completions, then cancelled; Stop waits for its workers.
+  if (api_ != nullptr) api_->Drain(deadline);
+  if (api_http_ != nullptr) {
+    api_http_->Stop();
+    spdlog::debug("HTTP API stopped");
   }
   // Scrapes answer until here (a drain is worth watching).
   if (metrics_http_ != nullptr) metrics_http_->Stop();

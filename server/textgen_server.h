@@ -1,8 +1,9 @@
 // The running server: the engine, the TextGeneration service, the standard health service and
-// reflection on one gRPC server, plus the optional metrics endpoint. It listens before the model
+// reflection on one gRPC server, plus the optional metrics endpoint and the optional
+// OpenAI-compatible HTTP API (with the chat page) on the same engine. It listens before the model
 // is loaded so that probes see it loading (NOT_SERVING) rather than refused connections.
-// Shutdown order matters: the gRPC server first (its streams reference the engine), the metrics
-// endpoint (it reads the engine's stats), then the engine.
+// Shutdown order matters: the gRPC server and the HTTP API first (their streams reference the
+// engine), the metrics endpoint (it reads the engine's stats), then the engine.
 #ifndef TEXTGEN_SERVER_TEXTGEN_SERVER_H_
 #define TEXTGEN_SERVER_TEXTGEN_SERVER_H_
 
@@ -15,7 +16,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/scheduler/engine.h"
+#include "server/http_listener.h"
 #include "server/metrics_http_server.h"
+#include "server/openai/openai_api.h"
 #include "server/server_metrics.h"
 #include "server/server_options.h"
 #include "server/text_generation_service.h"
@@ -44,6 +47,7 @@ class TextgenServer {
   // The ports actually bound (useful with port 0); metrics_port() is 0 without the endpoint.
   int port() const { return port_; }
   int metrics_port() const { return metrics_http_ != nullptr ? metrics_http_->port() : 0; }
+  int http_port() const { return api_http_ != nullptr ? api_http_->port() : 0; }
 
  private:
   enum class State { kLoading, kServing, kDraining };
@@ -57,6 +61,8 @@ class TextgenServer {
   std::unique_ptr<TextGenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
+  std::unique_ptr<openai::OpenAiApi> api_;
+  std::unique_ptr<HttpListener> api_http_;
   // Read by metrics scrapes on the HTTP threads; set by Load, cleared before it is destroyed.
   absl::Mutex engine_mu_;
   std::unique_ptr<Engine> engine_ ABSL_GUARDED_BY(engine_mu_);

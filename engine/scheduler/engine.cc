@@ -342,7 +342,26 @@ void Engine::ReturnSession(Active& a, const absl::StatusOr<GenerationResult>& re
   if (deleted) cache_->Free(kept);
 }
 
+void Engine::DropCancelledQueued() {
+  std::vector<Pending> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (cancelled_[it->id]) {
+        cancelled_.erase(it->id);
+        if (it->session != nullptr) it->session->busy = false;
+        dropped.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Pending& p : dropped) p.sink->OnDone(absl::CancelledError("cancelled before it started"));
+}
+
 void Engine::Admit() {
+  DropCancelledQueued();
   while (static_cast<int>(active_.size()) < options_.max_active_requests) {
     Pending p;
     bool cancelled = false;

@@ -174,6 +174,9 @@ class Engine {
 
   Engine() = default;
   void Loop();
+  // Ends queued requests whose cancel was asked, wherever they wait in the queue: a client that
+  // gave up must not hold a queue place (and cause ResourceExhausted) until a slot frees.
+  void DropCancelledQueued();
   // Moves queued requests into the active set while the pool can hold their prompts.
   void Admit();
   void Step();

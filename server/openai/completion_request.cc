@@ -1,0 +1,438 @@
+#include "server/openai/completion_request.h"
+
+#include <functional>
+#include <limits>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "engine/decoding/beam_search.h"
+#include "engine/decoding/stop_matcher.h"
+#include "engine/util/status_macros.h"
+#include "server/openai/api_error.h"
+#include "server/openai/json_fields.h"
+
+namespace textgen::server::openai {
+namespace {
+
+using json = nlohmann::json;
+
+// How one top-level field is treated: applied by the parser, or refused unless it holds its
+// no-op value (`noop`; absent and null are always fine).
+struct FieldRule {
+  bool chat = true;
+  bool completions = true;
+  std::function<bool(const json&)> noop;  // empty: applied
+};
+
+bool IsZero(const json& v) { return v.is_number() && v.get<double>() == 0; }
+bool IsEmptyObject(const json& v) { return v.is_object() && v.empty(); }
+bool IsEmptyArray(const json& v) { return v.is_array() && v.empty(); }
+bool IsFalse(const json& v) { return v.is_boolean() && !v.get<bool>(); }
+bool Never(const json&) { return false; }
+
+const std::map<std::string, FieldRule>& FieldRules() {
+  static const auto* rules = new std::map<std::string, FieldRule>{
+      // Applied, both endpoints.
+      {"model", {}},
+      {"stream", {}},
+      {"stream_options", {}},
+      {"n", {}},
+      {"max_tokens", {}},
+      {"temperature", {}},
+      {"top_p", {}},
+      {"stop", {}},
+      {"seed", {}},
+      {"logprobs", {}},
+      {"user", {}},  // an end-user id for abuse tracking: accepted, has no effect here
+      // vLLM's extensions.
+      {"use_beam_search", {}},
+      {"best_of", {}},
+      {"length_penalty", {}},
+      {"early_stopping", {}},
+      {"top_k", {}},
+      {"min_p", {}},
+      {"repetition_penalty", {}},
+      {"ignore_eos", {}},
+      // Applied, one endpoint.
+      {"messages", {true, false, {}}},
+      {"max_completion_tokens", {true, false, {}}},
+      {"top_logprobs", {true, false, {}}},
+      {"add_generation_prompt", {true, false, {}}},
+      {"chat_template_kwargs", {true, false, {}}},
+      {"prompt", {false, true, {}}},
+      // Not implemented: refused unless they ask for nothing.
+      {"presence_penalty", {true, true, IsZero}},
+      {"frequency_penalty", {true, true, IsZero}},
+      {"logit_bias", {true, true, IsEmptyObject}},
+      {"echo", {false, true, IsFalse}},
+      {"suffix", {false, true, [](const json& v) { return v.is_string() && v.empty(); }}},
+      {"tools", {true, false, IsEmptyArray}},
+      {"functions", {true, false, IsEmptyArray}},
+      {"tool_choice", {true, false, [](const json& v) { return v == "none"; }}},
+      {"function_call", {true, false, [](const json& v) { return v == "none"; }}},
+      // Only means something with tools, which are refused.
+      {"parallel_tool_calls", {true, false, [](const json& v) { return v.is_boolean(); }}},
+      {"response_format",
+       {true, false,
+        [](const json& v) {
+          return v == json{{"type", "text"}};
+        }}},
+      {"modalities", {true, false, [](const json& v) { return v == json::array({"text"}); }}},
+      {"store", {true, false, IsFalse}},
+      {"metadata", {true, false, IsEmptyObject}},
+      {"audio", {true, false, Never}},
+      {"prediction", {true, false, Never}},
+      {"reasoning_effort", {true, false, Never}},
+      {"service_tier", {true, false, Never}},
+      {"web_search_options", {true, false, Never}},
+  };
+  return *rules;
+}
+
+absl::Status CheckFields(Endpoint endpoint, const json& body) {
+  const bool chat = endpoint == Endpoint::kChat;
+  for (const auto& [key, value] : body.items()) {
+    auto it = FieldRules().find(key);
+    if (it == FieldRules().end() || (chat ? !it->second.chat : !it->second.completions)) {
+      return FieldError(key, absl::StrCat("unknown field for ",
+                                          chat ? "/v1/chat/completions" : "/v1/completions"));
+    }
+    if (it->second.noop && !value.is_null() && !it->second.noop(value)) {
+      return FieldError(key, "is not supported by this server");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One message's content: a string, or text parts joined (as OpenAI concatenates them).
+absl::Status ParseContent(const json& message, const std::string& name, json* out) {
+  const json& content = message.at("content");
+  if (content.is_string()) {
+    *out = content;
+    return absl::OkStatus();
+  }
+  if (!content.is_array()) {
+    return FieldError(name, absl::StrCat("expected a string or an array of text parts, got ",
+                                         JsonTypeName(content)));
+  }
+  std::string text;
+  for (size_t j = 0; j < content.size(); ++j) {
+    const std::string part = absl::StrCat(name, "[", j, "]");
+    if (!content[j].is_object()) {
+      return FieldError(part, absl::StrCat("expected an object, got ", JsonTypeName(content[j])));
+    }
+    JsonFields f(content[j], part);
+    std::optional<std::string> type, piece;
+    TG_RETURN_IF_ERROR(f.String("type", &type));
+    if (type != "text") {
+      return FieldError(f.Name("type"), absl::StrCat("only text parts are supported, got \"",
+                                                     type.value_or("(none)"), "\""));
+    }
+    TG_RETURN_IF_ERROR(f.String("text", &piece));
+    if (!piece.has_value()) return FieldError(f.Name("text"), "is required");
+    text += *piece;
+  }
+  *out = text;
+  return absl::OkStatus();
+}
+
+absl::Status ParseMessages(const json& body, CompletionRequest* r) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) return FieldError("messages", "is required");
+  if (!it->is_array() || it->empty()) {
+    return FieldError("messages", "must be a non-empty array of messages");
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const std::string name = absl::StrCat("messages[", i, "]");
+    const json& m = (*it)[i];
+    if (!m.is_object()) {
+      return FieldError(name, absl::StrCat("expected an object, got ", JsonTypeName(m)));
+    }
+    JsonFields f(m, name);
+    std::optional<std::string> role;
+    TG_RETURN_IF_ERROR(f.String("role", &role));
+    if (!role.has_value()) return FieldError(f.Name("role"), "is required");
+    if (*role != "system" && *role != "developer" && *role != "user" && *role != "assistant" &&
+        *role != "tool") {
+      return FieldError(
+          f.Name("role"),
+          absl::StrCat("must be system, developer, user, assistant or tool, got \"", *role, "\""));
+    }
+    json out = m;  // other keys (name, tool_calls, tool_call_id, ...) reach the template as sent
+    // Templates know "system"; "developer" is OpenAI's newer name for it.
+    if (*role == "developer") out["role"] = "system";
+    if (f.Has("content")) {
+      TG_RETURN_IF_ERROR(ParseContent(m, f.Name("content"), &out["content"]));
+    } else if (*role != "assistant") {
+      // Only an assistant turn that made tool calls may leave its content out.
+      return FieldError(f.Name("content"), "is required");
+    }
+    r->messages.push_back(std::move(out));
+  }
+  return absl::OkStatus();
+}
+
+// A token id list: every element an integer in [0, 2^31).
+bool ReadIds(const json& a, std::vector<int32_t>* ids) {
+  for (const json& v : a) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+        v.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return false;
+    }
+    ids->push_back(static_cast<int32_t>(v.get<int64_t>()));
+  }
+  return true;
+}
+
+// One prompt: a string, token ids, or a one-element array of either.
+absl::Status ParsePrompt(const json& body, CompletionRequest* r) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return FieldError("prompt", "is required");
+  const json* p = &*it;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    p = &(*p)[0];
+  } else if (p->is_array() && !p->empty() && !(*p)[0].is_number()) {
+    return FieldError("prompt",
+                      absl::StrCat("one prompt per request is supported, got ", p->size()));
+  }
+  if (p->is_string()) {
+    r->prompt_text = p->get<std::string>();
+    return absl::OkStatus();
+  }
+  if (!p->is_array() || p->empty() || !ReadIds(*p, &r->prompt_ids)) {
+    return FieldError("prompt",
+                      "expected a string or a non-empty array of token ids (integers >= 0)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStop(const JsonFields& f, std::vector<std::string>* out) {
+  const json* v = f.Get("stop");
+  if (v == nullptr) return absl::OkStatus();
+  if (v->is_string()) {
+    out->push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) {
+        return FieldError(absl::StrCat("stop[", i, "]"),
+                          absl::StrCat("expected a string, got ", JsonTypeName((*v)[i])));
+      }
+      out->push_back((*v)[i].get<std::string>());
+    }
+  } else {
+    return FieldError(
+        "stop", absl::StrCat("expected a string or an array of strings, got ", JsonTypeName(*v)));
+  }
+  for (size_t i = 0; i < out->size(); ++i) {
+    if ((*out)[i].empty()) return FieldError(absl::StrCat("stop[", i, "]"), "must not be empty");
+  }
+  if (absl::Status st = ValidateStops(*out); !st.ok()) {
+    return FieldError("stop", std::string(st.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStreamOptions(const JsonFields& f, CompletionRequest* r) {
+  std::optional<bool> stream;
+  TG_RETURN_IF_ERROR(f.Bool("stream", &stream));
+  r->stream = stream.value_or(false);
+  const json* so = f.Get("stream_options");
+  if (so == nullptr) return absl::OkStatus();
+  if (!r->stream) return FieldError("stream_options", "is only allowed with stream: true");
+  if (!so->is_object()) {
+    return FieldError("stream_options",
+                      absl::StrCat("expected an object, got ", JsonTypeName(*so)));
+  }
+  JsonFields o(*so, "stream_options");
+  for (const auto& [key, value] : so->items()) {
+    if (key != "include_usage") return FieldError(o.Name(key), "unknown field");
+  }
+  std::optional<bool> include_usage;
+  TG_RETURN_IF_ERROR(o.Bool("include_usage", &include_usage));
+  r->include_usage = include_usage.value_or(false);
+  return absl::OkStatus();
+}
+
+absl::Status ParseLengthAndLogprobs(const JsonFields& f, const RequestLimits& limits,
+                                    CompletionRequest* r) {
+  std::optional<int64_t> max_tokens, max_completion_tokens;
+  TG_RETURN_IF_ERROR(f.Int("max_tokens", 1, limits.max_max_new_tokens, &max_tokens));
+  TG_RETURN_IF_ERROR(
+      f.Int("max_completion_tokens", 1, limits.max_max_new_tokens, &max_completion_tokens));
+  if (max_tokens && max_completion_tokens && *max_tokens != *max_completion_tokens) {
+    return FieldError("max_completion_tokens", "differs from max_tokens (give one of them)");
+  }
+  DecodingOptions& d = r->decoding;
+  if (max_completion_tokens.has_value()) {
+    r->max_tokens_field = "max_completion_tokens";
+    d.max_new_tokens = static_cast<int>(*max_completion_tokens);
+  } else if (max_tokens.has_value()) {
+    d.max_new_tokens = static_cast<int>(*max_tokens);
+  } else {
+    // No length asked for: a long prompt is not an error, generation stops at the context.
+    d.max_new_tokens = limits.default_max_new_tokens;
+    d.stop_at_context_limit = true;
+  }
+
+  if (r->endpoint == Endpoint::kChat) {
+    std::optional<bool> logprobs;
+    std::optional<int64_t> top;
+    TG_RETURN_IF_ERROR(f.Bool("logprobs", &logprobs));
+    TG_RETURN_IF_ERROR(f.Int("top_logprobs", 0, kMaxTopLogprobs, &top));
+    r->logprobs = logprobs.value_or(false);
+    if (top.has_value() && !r->logprobs) {
+      return FieldError("top_logprobs", "needs logprobs: true");
+    }
+    r->top_logprobs = static_cast<int>(top.value_or(0));
+  } else {
+    // Completions: logprobs is the number of alternatives (0 = the chosen tokens only).
+    std::optional<int64_t> logprobs;
+    TG_RETURN_IF_ERROR(f.Int("logprobs", 0, kMaxTopLogprobs, &logprobs));
+    r->logprobs = logprobs.has_value();
+    r->top_logprobs = static_cast<int>(logprobs.value_or(0));
+  }
+  d.top_logprobs = r->top_logprobs;
+  return absl::OkStatus();
+}
+
+// A sampling-only field given a value that changes something, under a method that does not
+// sample: refused rather than ignored.
+absl::Status RefuseSamplingFields(const std::optional<double>& top_p,
+                                  const std::optional<int64_t>& top_k,
+                                  const std::optional<double>& min_p, const char* why) {
+  if (top_p.has_value() && *top_p != 1) return FieldError("top_p", why);
+  if (top_k.has_value() && *top_k > 0) return FieldError("top_k", why);
+  if (min_p.has_value() && *min_p != 0) return FieldError("min_p", why);
+  return absl::OkStatus();
+}
+
+absl::Status ParseDecoding(const JsonFields& f, CompletionRequest* r) {
+  std::optional<bool> use_beam, ignore_eos;
+  std::optional<double> temperature, top_p, min_p, repetition_penalty, length_penalty;
+  std::optional<int64_t> n, best_of, top_k, seed;
+  TG_RETURN_IF_ERROR(f.Bool("use_beam_search", &use_beam));
+  TG_RETURN_IF_ERROR(f.Number("temperature", 0, 2, false, &temperature));
+  TG_RETURN_IF_ERROR(f.Number("top_p", 0, 1, true, &top_p));
+  TG_RETURN_IF_ERROR(f.Int("top_k", -1, std::numeric_limits<int32_t>::max(), &top_k));
+  TG_RETURN_IF_ERROR(f.Number("min_p", 0, 1, false, &min_p));
+  if (min_p.has_value() && *min_p >= 1) return FieldError("min_p", "must be in [0, 1), got 1");
+  TG_RETURN_IF_ERROR(f.Number("repetition_penalty", 0, 10, true, &repetition_penalty));
+  TG_RETURN_IF_ERROR(f.Int("seed", std::numeric_limits<int64_t>::min(),
+                           std::numeric_limits<int64_t>::max(), &seed));
+  TG_RETURN_IF_ERROR(f.Int("n", 1, kMaxChoices, &n));
+  TG_RETURN_IF_ERROR(f.Int("best_of", 1, kMaxBeams, &best_of));
+  TG_RETURN_IF_ERROR(f.Number("length_penalty", -10, 10, false, &length_penalty));
+  TG_RETURN_IF_ERROR(f.Bool("ignore_eos", &ignore_eos));
+  std::optional<EarlyStopping> early;
+  if (const json* v = f.Get("early_stopping")) {
+    if (v->is_boolean()) {
+      early = v->get<bool>() ? EarlyStopping::kEarly : EarlyStopping::kHeuristic;
+    } else if (*v == "never") {
+      early = EarlyStopping::kNever;
+    } else {
+      return FieldError("early_stopping", "must be true, false or \"never\"");
+    }
+  }
+
+  r->n = static_cast<int>(n.value_or(1));
+  DecodingOptions& d = r->decoding;
+  d.ignore_eos = ignore_eos.value_or(false);
+  if (repetition_penalty.has_value()) {
+    d.sampling.repetition_penalty = static_cast<float>(*repetition_penalty);
+  }
+  if (seed.has_value()) d.sampling.seed = static_cast<uint64_t>(*seed);
+
+  if (use_beam.value_or(false)) {
+    if (temperature.has_value() && *temperature != 0) {
+      return FieldError("temperature", "must be 0 (or absent) with use_beam_search");
+    }
+    TG_RETURN_IF_ERROR(
+        RefuseSamplingFields(top_p, top_k, min_p, "has no effect with use_beam_search"));
+    if (r->top_logprobs > 0) {
+      return FieldError(r->endpoint == Endpoint::kChat ? "top_logprobs" : "logprobs",
+                        "alternatives are not reported with use_beam_search (only the chosen "
+                        "tokens' logprobs)");
+    }
+    d.method = DecodingMethod::kBeam;
+    BeamSearchOptions& b = d.beam;
+    b.num_beams = static_cast<int>(best_of.value_or(r->n));
+    if (r->n > b.num_beams) {
+      return FieldError("n", absl::StrCat("must be at most best_of (the number of beams, ",
+                                          b.num_beams, "), got ", r->n));
+    }
+    b.num_return_sequences = r->n;
+    b.length_penalty = static_cast<float>(length_penalty.value_or(1.0));
+    b.early_stopping = early.value_or(EarlyStopping::kHeuristic);
+    b.max_new_tokens = d.max_new_tokens;
+    b.ignore_eos = d.ignore_eos;
+    return absl::OkStatus();
+  }
+  if (length_penalty.has_value()) return FieldError("length_penalty", "needs use_beam_search");
+  if (early.has_value()) return FieldError("early_stopping", "needs use_beam_search");
+  if (best_of.has_value() && *best_of != r->n) {
+    return FieldError("best_of", "must equal n unless use_beam_search is set");
+  }
+  // OpenAI's default temperature is 1 (sampling); 0 is greedy.
+  const double t = temperature.value_or(1.0);
+  if (t == 0) {
+    TG_RETURN_IF_ERROR(
+        RefuseSamplingFields(top_p, top_k, min_p, "has no effect with temperature 0 (greedy)"));
+    d.method = DecodingMethod::kGreedy;
+    return absl::OkStatus();
+  }
+  d.method = DecodingMethod::kSample;
+  SamplingParams& s = d.sampling;
+  s.temperature = static_cast<float>(t);
+  s.top_p = static_cast<float>(top_p.value_or(1.0));
+  s.top_k = top_k.has_value() && *top_k > 0 ? static_cast<int>(*top_k) : 0;
+  s.min_p = static_cast<float>(min_p.value_or(0.0));
+  return absl::OkStatus();
+}
+
+absl::Status ParseChatOptions(const JsonFields& f, CompletionRequest* r) {
+  std::optional<bool> agp;
+  TG_RETURN_IF_ERROR(f.Bool("add_generation_prompt", &agp));
+  r->add_generation_prompt = agp.value_or(true);
+  if (const json* kw = f.Get("chat_template_kwargs")) {
+    if (!kw->is_object()) {
+      return FieldError("chat_template_kwargs",
+                        absl::StrCat("expected an object, got ", JsonTypeName(*kw)));
+    }
+    r->chat_template_kwargs = *kw;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std::string_view body,
+                                                         const RequestLimits& limits) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("the request body is not valid JSON");
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request body must be a JSON object, got ", JsonTypeName(j)));
+  }
+  TG_RETURN_IF_ERROR(CheckFields(endpoint, j));
+  CompletionRequest r;
+  r.endpoint = endpoint;
+  JsonFields f(j, "");
+  std::optional<std::string> model;
+  TG_RETURN_IF_ERROR(f.String("model", &model));
+  r.model = model.value_or("");
+  std::optional<std::string> user;
+  TG_RETURN_IF_ERROR(f.String("user", &user));
+  if (endpoint == Endpoint::kChat) {
+    TG_RETURN_IF_ERROR(ParseMessages(j, &r));
+    TG_RETURN_IF_ERROR(ParseChatOptions(f, &r));
+  } else {
+    TG_RETURN_IF_ERROR(ParsePrompt(j, &r));
+  }
+  TG_RETURN_IF_ERROR(ParseStreamOptions(f, &r));
+  TG_RETURN_IF_ERROR(ParseStop(f, &r.decoding.stop));
+  TG_RETURN_IF_ERROR(ParseLengthAndLogprobs(f, limits, &r));
+  TG_RETURN_IF_ERROR(ParseDecoding(f, &r));
+  return r;
+}
+
+}  // namespace textgen::server::openai

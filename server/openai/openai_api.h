@@ -1,0 +1,92 @@
+// The OpenAI-compatible HTTP API over the engine, as routes on an httplib server:
+//   GET  /                      the chat page (chat_page.html, compiled in)
+//   GET  /v1/models             the served model; GET /v1/models/{id}
+//   POST /v1/chat/completions   messages rendered with the chat template
+//   POST /v1/completions        one prompt (text or token ids)
+// Completions stream as server-sent events or answer with one JSON object (see
+// completion_responder.h); errors use OpenAI's shape (api_error.h). Every request is counted
+// in textgen_requests_total with its route as the method; token counts and latencies go to the
+// same metrics as the gRPC API's.
+//
+// Until SetEngine (while the model loads) and once Drain starts, the /v1 routes answer 503.
+#ifndef TEXTGEN_SERVER_OPENAI_OPENAI_API_H_
+#define TEXTGEN_SERVER_OPENAI_OPENAI_API_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/scheduler/engine.h"
+#include "nlohmann/json.hpp"
+#include "server/openai/completion_request.h"
+#include "server/openai/run_registry.h"
+#include "server/request_convert.h"
+#include "server/server_metrics.h"
+
+namespace httplib {
+class Server;
+class Request;
+class Response;
+}  // namespace httplib
+
+namespace textgen::server::openai {
+
+// Renders a chat request's messages (with add_generation_prompt and the template keyword
+// arguments) into prompt token ids. InvalidArgument when the template refuses them.
+using ChatPromptFn = std::function<absl::StatusOr<std::vector<int32_t>>(
+    const nlohmann::json& messages, bool add_generation_prompt, const nlohmann::json& kwargs)>;
+
+class OpenAiApi {
+ public:
+  // Borrows `metrics`, which must outlive the HTTP server the routes are added to.
+  OpenAiApi(RequestLimits limits, ServerMetrics* metrics);
+
+  // Adds the routes (and JSON bodies for httplib's own 404s and handler exceptions).
+  void AddRoutes(httplib::Server& http);
+
+  // Serves with `engine` (borrowed: it must outlive the HTTP server) under the model id
+  // `model_id`. `chat_prompt` renders chats; when it is not OK (the model has no template and
+  // none was given), chat completions fail with its status, naming --chat-template. Call once.
+  void SetEngine(Engine* engine, std::string model_id, absl::StatusOr<ChatPromptFn> chat_prompt);
+
+  // New requests get 503 from now on.
+  void StopAccepting() { draining_.store(true); }
+  // StopAccepting, then waits until the completions in flight finish or `deadline` passes,
+  // then cancels the rest and waits (briefly) for them to end.
+  void Drain(absl::Time deadline);
+
+ private:
+  struct Serving {
+    Engine* engine = nullptr;
+    std::string model_id;
+    absl::StatusOr<ChatPromptFn> chat_prompt = absl::UnavailableError("not loaded");
+  };
+
+  void HandleCompletion(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  void HandleModels(const httplib::Request& req, httplib::Response& res);
+  // The engine requests for a parsed request, or why not (400/404/503).
+  absl::StatusOr<std::vector<EngineRequest>> ToEngineRequests(const Serving& s,
+                                                              const CompletionRequest& r) const;
+  // The engine and model, or Unavailable while loading or draining.
+  absl::StatusOr<const Serving*> GetServing() const;
+  // Writes an OpenAI error response and counts it.
+  void ReplyError(const std::string& route, const absl::Status& status,
+                  httplib::Response& res) const;
+
+  const RequestLimits limits_;
+  ServerMetrics* const metrics_;
+  RunRegistry runs_;
+  std::atomic<const Serving*> serving_{nullptr};
+  std::unique_ptr<Serving> serving_storage_;
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace textgen::server::openai
+
+#endif  // TEXTGEN_SERVER_OPENAI_OPENAI_API_H_
