@@ -39,6 +39,9 @@ and while draining after SIGTERM, SERVING in between.
   --listen HOST:PORT           address to listen on (default 127.0.0.1:50051; port 0 = any)
   --metrics-listen HOST:PORT   serve Prometheus metrics at http://HOST:PORT/metrics
                                (default: off)
+  --chat-template FILE         Jinja chat template for the Chat RPC, instead of the model's
+                               own (GGUF tokenizer.chat_template / tokenizer_config.json);
+                               without either, Chat is FAILED_PRECONDITION
   --compute bf16|f32           matmul arithmetic: bf16 (fast, default) or f32 (exact, for
                                parity with other engines)
   --threads N                  compute threads (0 = chosen from the model size; default 0)
@@ -118,6 +121,7 @@ Flags ParseFlags(int argc, char** argv) {
       {"--model", [&](auto&, auto& v) { o.engine.model_path = v; }},
       {"--listen", [&](auto&, auto& v) { o.listen = v; }},
       {"--metrics-listen", [&](auto&, auto& v) { o.metrics_listen = v; }},
+      {"--chat-template", [&](auto&, auto& v) { o.chat_template = v; }},
       {"--compute",
        [&](auto& n, auto& v) {
          if (v != "bf16" && v != "f32") {

@@ -15,6 +15,8 @@ struct ServerOptions {
   // HOST:PORT for Prometheus' GET /metrics over HTTP; empty = no metrics endpoint.
   std::string metrics_listen;
   EngineOptions engine;
+  // A Jinja chat template file for Chat, overriding the model's own; empty = the model's.
+  std::string chat_template;
   RequestLimits limits;
   // On SIGTERM, in-flight streams get this long to finish before they are cancelled.
   absl::Duration shutdown_grace = absl::Seconds(10);

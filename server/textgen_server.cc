@@ -94,12 +94,39 @@ absl::Status TextgenServer::Load() {
   spdlog::info("serving {} on {} (port {}); KV cache {} blocks of {} tokens ({})", kServiceName,
                options_.listen, port_, stats.kv_blocks_total, options_.engine.kv_block_size,
                KvTypeName(engine->kv_type()));
+  TG_RETURN_IF_ERROR(SetUpChat(*engine));
   service_->SetEngine(engine.get());
   {
     absl::MutexLock lock(&engine_mu_);
     engine_ = std::move(engine);
   }
   SetState(State::kServing);
+  return absl::OkStatus();
+}
+
+absl::Status TextgenServer::SetUpChat(const Engine& engine) {
+  absl::StatusOr<ModelChatTemplate> t =
+      LoadModelChatTemplate(engine.model(), options_.chat_template);
+  if (t.ok()) {
+    spdlog::info("chat template: {}",
+                 options_.chat_template.empty() ? "the model's" : options_.chat_template);
+  } else if (!options_.chat_template.empty()) {
+    // Asked for explicitly: serving without it would fail every Chat later.
+    return absl::InvalidArgumentError(
+        absl::StrCat("--chat-template ", options_.chat_template, ": ", t.status().message()));
+  } else if (absl::IsNotFound(t.status())) {
+    spdlog::info("no chat template ({}): Chat is unavailable", t.status().ToString());
+  } else {
+    // The model's own template is beyond the interpreter: Generate still serves.
+    spdlog::warn(
+        "the model's chat template cannot be used ({}); Chat is unavailable until "
+        "--chat-template gives one",
+        t.status().ToString());
+    t = absl::FailedPreconditionError(
+        absl::StrCat("the model's chat template cannot be used (", t.status().message(),
+                     "); start the server with --chat-template FILE"));
+  }
+  service_->SetChatPrompter(std::make_unique<ChatPrompter>(std::move(t)));
   return absl::OkStatus();
 }
 

@@ -49,6 +49,9 @@ class TextgenServer {
   enum class State { kLoading, kServing, kDraining };
 
   explicit TextgenServer(const ServerOptions& options);
+  // Loads the chat template for Chat: an unusable --chat-template file is an error; a model
+  // without a (usable) template of its own only leaves Chat FAILED_PRECONDITION.
+  absl::Status SetUpChat(const Engine& engine);
   // The one place that decides what the health service and the metrics report.
   void SetState(State state);
 

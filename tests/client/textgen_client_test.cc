@@ -135,11 +135,11 @@ TEST_CASE("textgen-client health fails without a server", "[cli]") {
   CHECK_THAT(h.out, Catch::Contains("error: UNAVAILABLE"));
 }
 
-TEST_CASE("textgen-client chat keeps a session across turns", "[cli][server]") {
+TEST_CASE("textgen-client chat --raw keeps a session across turns", "[cli][server]") {
   testing::ServerProcess server(QuickStop());
   const std::string turns =
       "Once upon a time\nThe end.\n/reset\nOnce upon a time\n/quit\nignored\n";
-  RunResult r = Client("chat --max-new-tokens 12 --server " + server.address(),
+  RunResult r = Client("chat --raw --max-new-tokens 12 --server " + server.address(),
                        /*with_stderr=*/false, &turns);
   REQUIRE(r.exit_code == 0);
   std::vector<std::string> lines = absl::StrSplit(r.out, '\n');
