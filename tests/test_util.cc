@@ -44,6 +44,12 @@ std::string ReferenceDir() {
   return ModelsDir() + "/../reference";
 }
 
+std::string ChatTemplatesDir() {
+  const char* env = std::getenv("TEXTGEN_CHAT_TEMPLATES");
+  if (env != nullptr && *env != '\0') return env;
+  return ModelsDir() + "/../chat-templates";
+}
+
 std::string ModelPath(const std::string& name) { return ModelsDir() + "/" + name; }
 
 std::string ScratchDir() {

@@ -12,6 +12,9 @@ std::string SourceDir();
 std::string ModelsDir();
 // $TEXTGEN_REFERENCE, else <ModelsDir()>/../reference.
 std::string ReferenceDir();
+// $TEXTGEN_CHAT_TEMPLATES, else <ModelsDir()>/../chat-templates (real models' templates and
+// what Python jinja2 renders for them).
+std::string ChatTemplatesDir();
 // ModelsDir() + "/" + name.
 std::string ModelPath(const std::string& name);
 // A fresh, empty directory under $TMPDIR, unique per call; removed at process exit.

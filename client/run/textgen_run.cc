@@ -2,6 +2,7 @@
 //
 //   textgen-run --model PATH (--prompt TEXT | --prompt-ids 1,2,3) [decoding flags] [--json]
 //   textgen-run --model PATH --tokenize TEXT [--no-bos] [--json]
+//   textgen-run (--chat-template FILE | --model PATH) --messages FILE.json --render [...]
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "client/run/render_chat.h"
 #include "engine/decoding/generation.h"
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/model.h"
@@ -27,6 +29,19 @@ constexpr char kUsage[] = R"(textgen-run: generate text from a Llama model on th
 Usage:
   textgen-run --model PATH (--prompt TEXT | --prompt-ids 1,2,3) [options]
   textgen-run --model PATH --tokenize TEXT [--no-bos] [--json]
+  textgen-run (--chat-template FILE | --model PATH) --messages FILE.json --render
+              [--tools FILE.json] [--add-generation-prompt] [--bos-token TEXT]
+              [--eos-token TEXT] [--template-kwargs JSON]
+
+Chat template rendering (--render prints exactly the rendered text, exit 0; a template error
+is printed to stderr with exit 2):
+  --chat-template FILE    Jinja template file (with --model: overrides the model's)
+  --messages FILE.json    [{"role": ..., "content": ...}, ...]
+  --tools FILE.json       the `tools` list (default: None)
+  --add-generation-prompt end with the assistant's turn header
+  --bos-token TEXT        bos_token (default with --model: the model's; else not passed)
+  --eos-token TEXT        eos_token (likewise)
+  --template-kwargs JSON  further template variables, e.g. '{"enable_thinking": false}'
 
 Model and output:
   --model PATH            GGUF file or Hugging Face directory (default:
@@ -73,6 +88,8 @@ struct Args {
   std::optional<std::string> prompt;
   std::optional<std::vector<int32_t>> prompt_ids;
   std::optional<std::string> tokenize;
+  RenderChatArgs render;
+  bool model_given = false;
   DecodingOptions decoding;
   bool json = false;
   bool bos = true;
@@ -125,6 +142,23 @@ Args ParseArgs(int argc, char** argv) {
       std::exit(0);
     } else if (flag == "--model") {
       a.model = value();
+      a.model_given = true;
+    } else if (flag == "--render") {
+      a.render.render = true;
+    } else if (flag == "--chat-template") {
+      a.render.template_path = value();
+    } else if (flag == "--messages") {
+      a.render.messages_path = value();
+    } else if (flag == "--tools") {
+      a.render.tools_path = value();
+    } else if (flag == "--add-generation-prompt") {
+      a.render.add_generation_prompt = true;
+    } else if (flag == "--bos-token") {
+      a.render.bos_token = value();
+    } else if (flag == "--eos-token") {
+      a.render.eos_token = value();
+    } else if (flag == "--template-kwargs") {
+      a.render.kwargs_json = value();
     } else if (flag == "--prompt") {
       a.prompt = value();
     } else if (flag == "--prompt-ids") {
@@ -221,6 +255,10 @@ Args ParseArgs(int argc, char** argv) {
     } else {
       Die("unknown flag '" + flag + "' (see --help)");
     }
+  }
+  if (a.render.render) {
+    if (a.model_given) a.render.model_path = a.model;
+    return a;
   }
   if (!a.tokenize && a.prompt.has_value() == a.prompt_ids.has_value()) {
     Die("give exactly one of --prompt and --prompt-ids (or --tokenize)");
@@ -345,5 +383,6 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("textgen-run"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   textgen::Args args = textgen::ParseArgs(argc, argv);
+  if (args.render.render) return textgen::RenderChatMain(args.render);
   return args.tokenize ? textgen::RunTokenize(args) : textgen::RunGenerate(args);
 }

@@ -5,6 +5,7 @@
 #ifndef TEXTGEN_ENGINE_CHAT_CHAT_TEMPLATE_H_
 #define TEXTGEN_ENGINE_CHAT_CHAT_TEMPLATE_H_
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,18 +16,22 @@
 
 namespace textgen {
 
-// What apply_chat_template passes to the template.
+// What apply_chat_template passes to the template. JSON objects are ordered_json: their keys
+// keep the order they came in, as Python dicts do (`tojson` and printed dicts show it).
 struct ChatTemplateInput {
   // OpenAI / Hugging Face shape: [{"role", "content", "tool_calls"?, "tool_call_id"?, ...}].
-  nlohmann::json messages = nlohmann::json::array();
-  // Unset: `tools` is not passed (undefined in the template, as transformers leaves it).
-  std::optional<nlohmann::json> tools;
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  // Unset: `tools` is None in the template (transformers passes tools=None, documents=None).
+  std::optional<nlohmann::ordered_json> tools;
   bool add_generation_prompt = false;
   // Unset: not passed (undefined in the template).
   std::optional<std::string> bos_token;
   std::optional<std::string> eos_token;
-  // Further template keyword arguments (e.g. {"enable_thinking": false}); an object.
-  nlohmann::json kwargs = nlohmann::json::object();
+  // Further template keyword arguments (e.g. {"enable_thinking": false}); an object. They
+  // override the variables above of the same name.
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  // The clock strftime_now reads (formatted in local time); unset: now.
+  std::optional<std::chrono::system_clock::time_point> now;
 };
 
 // Immutable after Parse; Render is const and safe to call concurrently. Cheap to copy.

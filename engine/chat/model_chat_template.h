@@ -16,8 +16,9 @@ namespace textgen {
 
 struct ModelChatTemplate {
   ChatTemplate chat_template;
-  // The texts of the model's BOS / EOS tokens, passed as bos_token / eos_token (unset when the
-  // vocab has none).
+  // The texts passed as bos_token / eos_token: a Hugging Face folder's tokenizer_config.json
+  // values (as transformers passes them; unset when null or absent), a GGUF's BOS / EOS tokens
+  // (as llama.cpp passes them; unset when the vocab has none).
   std::optional<std::string> bos_token;
   std::optional<std::string> eos_token;
 };
@@ -27,6 +28,11 @@ struct ModelChatTemplate {
 // entry when it is a list of named templates). NotFound when the model has none and no override
 // is given (the message says to pass --chat-template); InvalidArgument when it does not parse.
 absl::StatusOr<ModelChatTemplate> LoadModelChatTemplate(const Model& model,
+                                                        const std::string& override_path = "");
+// The same from a model's path (GGUF file or Hugging Face folder) and its tokenizer, without
+// loading the weights (for `textgen-run --render`; vocab-only GGUFs work).
+absl::StatusOr<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path,
+                                                        const Tokenizer& tokenizer,
                                                         const std::string& override_path = "");
 
 // Renders `input` with the template, filling bos_token / eos_token from the model when the
