@@ -9,7 +9,8 @@
 namespace textgen::server {
 namespace {
 
-using nlohmann::json;
+// Ordered: keys keep the order they came in, as the template expects (see ChatTemplateInput).
+using json = nlohmann::ordered_json;
 
 constexpr const char* kRoles[] = {"system", "user", "assistant", "tool"};
 // Template variables the server sets itself: a kwarg of that name would silently lose.

@@ -21,11 +21,11 @@ namespace textgen::server {
 
 // The request's messages as the template sees them ([{"role", "content", "name"?,
 // "tool_call_id"?}]). InvalidArgument naming the message for an empty list or an unknown role.
-absl::StatusOr<nlohmann::json> ChatMessagesToJson(const v1::ChatRequest& request);
+absl::StatusOr<nlohmann::ordered_json> ChatMessagesToJson(const v1::ChatRequest& request);
 
 // template_kwargs as a JSON object (whole numbers become integers, as Python's json would
 // give them). InvalidArgument for a name the server sets itself.
-absl::StatusOr<nlohmann::json> TemplateKwargsToJson(const v1::ChatRequest& request);
+absl::StatusOr<nlohmann::ordered_json> TemplateKwargsToJson(const v1::ChatRequest& request);
 
 // Immutable; Build is safe to call concurrently.
 class ChatPrompter {
