@@ -125,8 +125,8 @@ validates ranges and answers INVALID_ARGUMENT):
   --prompt TEXT           prompt text
   --prompt-ids LIST       prompt as comma-separated token ids
   --session ID            continue this session (see chat)
-  --method M              greedy|sample|beam (default: beam with --beams, sample with
-                          --temperature > 0, else greedy)
+  --method M              greedy|sample|beam (default: unset, the server infers it: beam
+                          with --beams > 1, sample with a sampling flag, else greedy)
   --max-new-tokens N      tokens to generate at most (0 = server default)
   --beams B               beam search width
   --length-penalty A      beam score = cum_logprob / length^A (default 1.0)
@@ -164,7 +164,6 @@ bool ParseGenerationFlag(FlagReader& r, GenerationFlags* flags) {
   } else if (f == "--method") {
     std::string m = r.Choice({"greedy", "sample", "beam"});
     q.set_method(m == "beam" ? v1::BEAM : m == "sample" ? v1::SAMPLE : v1::GREEDY);
-    flags->method_given = true;
   } else if (f == "--max-new-tokens") {
     q.set_max_new_tokens(r.Int(0, kU32));
   } else if (f == "--beams") {
@@ -211,9 +210,6 @@ bool ParseGenerationFlag(FlagReader& r, GenerationFlags* flags) {
 
 void FinishGenerationFlags(GenerationFlags* flags, bool prompt_optional) {
   v1::GenerateRequest& q = flags->request;
-  if (!flags->method_given) {
-    q.set_method(q.num_beams() > 0 ? v1::BEAM : q.temperature() > 0.f ? v1::SAMPLE : v1::GREEDY);
-  }
   const bool has_text = !q.prompt().empty();
   const bool has_ids = q.prompt_ids_size() > 0;
   if (has_text && has_ids) UsageError("give only one of --prompt and --prompt-ids");

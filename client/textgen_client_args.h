@@ -69,13 +69,11 @@ extern const char kConnectionFlagsHelp[];
 // The GenerateRequest built from flags, shared by generate, chat and load.
 struct GenerationFlags {
   textgen::v1::GenerateRequest request;
-  bool method_given = false;
 };
 // Consumes one GenerateRequest flag; false if the current flag is not one.
 bool ParseGenerationFlag(FlagReader& r, GenerationFlags* flags);
-// Infers the method from the other flags when --method was not given (beam when --beams was,
-// sample when --temperature > 0, as textgen-run does) and checks the prompt: exactly one of
-// --prompt and --prompt-ids unless `prompt_optional`.
+// Checks the prompt: exactly one of --prompt and --prompt-ids unless `prompt_optional`. The
+// method stays unset unless --method was given: the server infers it from the other fields.
 void FinishGenerationFlags(GenerationFlags* flags, bool prompt_optional);
 extern const char kGenerationFlagsHelp[];
 

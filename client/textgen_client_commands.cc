@@ -1,9 +1,6 @@
 #include "client/textgen_client_commands.h"
 
-#include <unistd.h>
-
 #include <cstdio>
-#include <iostream>
 #include <string>
 
 #include "client/textgen_client_args.h"
@@ -14,22 +11,6 @@ namespace textgen::client {
 namespace {
 
 namespace v1 = ::textgen::v1;
-
-void WriteOut(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);  // streaming: show each delta as soon as it arrives
-}
-
-// A one-line summary of the final message, on stderr so that stdout stays the text alone.
-void PrintUsage(const v1::GenerateResponse& last) {
-  if (!last.has_usage()) return;
-  const v1::Usage& u = last.usage();
-  std::fprintf(stderr,
-               "[%u prompt tokens (%u cached), %u generated in %.1f ms, first token after %.2f "
-               "ms, %s]\n",
-               u.prompt_tokens(), u.cached_tokens(), u.generated_tokens(), u.total_ms(),
-               u.time_to_first_token_ms(), v1::FinishReason_Name(last.finish_reason()).c_str());
-}
 
 constexpr char kGenerateUsage[] =
     R"(textgen-client generate: stream one generation to stdout.
@@ -79,73 +60,8 @@ int RunGenerate(const std::vector<std::string>& args) {
     for (int i = 1; i < last.hypotheses_size(); ++i) WriteOut(last.hypotheses(i).text() + "\n");
   }
   if (!status.ok()) return ReportError(status);
-  if (!json) PrintUsage(last);
+  if (!json) PrintUsageSummary(last);
   return 0;
-}
-
-namespace {
-
-constexpr char kChatUsage[] = R"(textgen-client chat: an interactive conversation.
-
-Usage: textgen-client chat [generation options]
-
-Creates a session, then sends each line of stdin as one turn (its KV cache is kept on the
-server between turns) and streams the answer. Commands: /reset starts a new session, /quit (or
-end of input) ends. --prompt and --prompt-ids are not taken: the turns come from stdin.
-)";
-
-}  // namespace
-
-int RunChat(const std::vector<std::string>& args) {
-  ConnectionOptions conn;
-  GenerationFlags gen;
-  FlagReader r(args,
-               std::string(kChatUsage) + "\n" + kGenerationFlagsHelp + "\n" + kConnectionFlagsHelp);
-  while (r.Next()) {
-    if (ParseConnectionFlag(r, &conn) || ParseGenerationFlag(r, &gen)) continue;
-    r.Unknown();
-  }
-  FinishGenerationFlags(&gen, /*prompt_optional=*/true);
-  const v1::GenerateRequest& base = gen.request;
-  if (!base.prompt().empty() || base.prompt_ids_size() > 0) {
-    UsageError("chat reads its turns from stdin; --prompt and --prompt-ids are not taken");
-  }
-  if (!base.session_id().empty()) UsageError("chat creates its own session; drop --session");
-
-  auto stub = v1::TextGeneration::NewStub(MakeChannel(conn));
-  const bool interactive = isatty(STDIN_FILENO) != 0;
-  std::string session_id;
-  auto open = [&]() {
-    session_id = NewSessionId();
-    return CreateSession(*stub, conn, &session_id);
-  };
-  if (grpc::Status s = open(); !s.ok()) return ReportError(s);
-
-  int exit_code = 0;
-  std::string line;
-  while (true) {
-    if (interactive) std::fputs("> ", stderr);
-    if (!std::getline(std::cin, line) || line == "/quit") break;
-    if (line == "/reset") {
-      // A failed delete only leaks a session the server will expire; carry on with a new one.
-      if (grpc::Status s = DeleteSession(*stub, conn, session_id); !s.ok()) ReportError(s);
-      if (grpc::Status s = open(); !s.ok()) return ReportError(s);
-      if (interactive) std::fputs("(new session)\n", stderr);
-      continue;
-    }
-    v1::GenerateRequest request = base;
-    request.set_prompt(line);
-    request.set_session_id(session_id);
-    grpc::Status s =
-        StreamGenerate(*stub, conn, request, [](const auto& m) { WriteOut(m.text()); });
-    WriteOut("\n");
-    if (!s.ok()) {
-      // The turn failed (e.g. the context is full); the session itself may still be usable.
-      exit_code = ReportError(s);
-    }
-  }
-  if (grpc::Status s = DeleteSession(*stub, conn, session_id); !s.ok()) return ReportError(s);
-  return exit_code;
 }
 
 namespace {

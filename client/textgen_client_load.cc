@@ -175,12 +175,13 @@ class Worker {
 
  private:
   // BOS, then ids uniform over the vocabulary except BOS and EOS (an EOS would only matter
-  // without --ignore-eos, but a BOS mid-prompt is not text). add_bos is off: the prompt is
-  // exactly the requested length.
+  // without --ignore-eos, but a BOS mid-prompt is not text). Ids are sent as they are (the
+  // server adds no BOS to prompt_ids, and refuses add_bos with them): the prompt is exactly
+  // the requested length.
   void FillRandomPrompt(v1::GenerateRequest* request) {
     request->clear_prompt();
     request->clear_prompt_ids();
-    request->set_add_bos(false);
+    request->clear_add_bos();
     std::uniform_int_distribution<int32_t> id(0, random_prompt_.vocab_size - 1);
     if (random_prompt_.bos_id >= 0) request->add_prompt_ids(random_prompt_.bos_id);
     while (request->prompt_ids_size() < random_prompt_.tokens) {

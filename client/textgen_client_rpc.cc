@@ -69,6 +69,32 @@ grpc::Status StreamGenerate(v1::TextGeneration::Stub& stub, const ConnectionOpti
   return reader->Finish();
 }
 
+void WriteOut(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+void PrintUsageSummary(const v1::GenerateResponse& last) {
+  if (!last.has_usage()) return;
+  const v1::Usage& u = last.usage();
+  std::fprintf(stderr,
+               "[%u prompt tokens (%u cached), %u generated in %.1f ms, first token after %.2f "
+               "ms, %s]\n",
+               u.prompt_tokens(), u.cached_tokens(), u.generated_tokens(), u.total_ms(),
+               u.time_to_first_token_ms(), v1::FinishReason_Name(last.finish_reason()).c_str());
+}
+
+grpc::Status StreamChat(v1::TextGeneration::Stub& stub, const ConnectionOptions& options,
+                        const v1::ChatRequest& request,
+                        const std::function<void(const v1::GenerateResponse&)>& on_message) {
+  grpc::ClientContext context;
+  PrepareContext(options, request.session_id(), &context);
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub.Chat(&context, request);
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) on_message(response);
+  return reader->Finish();
+}
+
 grpc::Status CreateSession(v1::TextGeneration::Stub& stub, const ConnectionOptions& options,
                            std::string* session_id) {
   // The client picks the id so that the create, like every later call, carries x-session-id:

@@ -37,6 +37,13 @@ int ReportError(const grpc::Status& status);
 // One JSON line (proto field names, defaults omitted) as protobuf's JSON mapping defines it.
 std::string ToJson(const google::protobuf::Message& message);
 
+// Writes `text` to stdout and flushes it (streaming: each delta shows as soon as it arrives).
+void WriteOut(const std::string& text);
+
+// A one-line summary of a stream's final message (usage, finish reason) on stderr, so that
+// stdout stays the text alone. Nothing without usage.
+void PrintUsageSummary(const textgen::v1::GenerateResponse& last);
+
 // 32 lowercase hex characters from 128 random bits: the client-chosen session id format.
 std::string NewSessionId();
 
@@ -44,6 +51,12 @@ std::string NewSessionId();
 grpc::Status StreamGenerate(
     textgen::v1::TextGeneration::Stub& stub, const ConnectionOptions& options,
     const textgen::v1::GenerateRequest& request,
+    const std::function<void(const textgen::v1::GenerateResponse&)>& on_message);
+
+// Runs one streaming Chat call, as StreamGenerate.
+grpc::Status StreamChat(
+    textgen::v1::TextGeneration::Stub& stub, const ConnectionOptions& options,
+    const textgen::v1::ChatRequest& request,
     const std::function<void(const textgen::v1::GenerateResponse&)>& on_message);
 
 // CreateSession / DeleteSession with the session's metadata attached. CreateSession proposes

@@ -14,6 +14,10 @@ if [ "${1:-}" != "--build-only" ]; then
   PKGS+=(
     nginx-light   # the load-balancer test runs docker/nginx/textgen.conf (/usr/sbin/nginx)
     python3-yaml  # the k8s manifest test parses docker/k8s/*.yaml
+    # The Python client example (client/python/chat_example.py) and its test: gRPC and
+    # protobuf for /usr/bin/python3; its modules are generated with protoc and
+    # grpc_python_plugin (protobuf-compiler, protobuf-compiler-grpc, already above).
+    python3-grpcio python3-protobuf
     # scripts/test-container.sh: builds and runs the image, then docker/compose.yaml (a
     # container network with names), and reads the expected text from the reference JSON.
     podman runc debootstrap netavark aardvark-dns podman-compose jq

@@ -13,6 +13,23 @@ namespace {
 // 4 MB receive limit however far a slow client falls behind.
 constexpr int kMaxMergedTokens = 4096;
 
+const char* MethodName(DecodingMethod m) {
+  switch (m) {
+    case DecodingMethod::kGreedy:
+      return "greedy";
+    case DecodingMethod::kSample:
+      return "sample";
+    case DecodingMethod::kBeam:
+      return "beam";
+  }
+  return "?";
+}
+
+// Enough of a session id to follow a conversation in the logs, not enough to take it over.
+std::string LoggedSessionId(const std::string& id) {
+  return id.empty() ? "-" : id.substr(0, 8) + "...";
+}
+
 }  // namespace
 
 // What the engine holds: forwards to the reactor and keeps it alive until the engine lets go.
@@ -28,27 +45,26 @@ class GenerateReactor::Sink final : public GenerationSink {
   std::shared_ptr<GenerateReactor> reactor_;
 };
 
-GenerateReactor::GenerateReactor(Engine* engine, ServerMetrics* metrics,
-                                 grpc::CallbackServerContext* context,
-                                 const v1::GenerateRequest& request)
+GenerateReactor::GenerateReactor(Engine* engine, const char* rpc, ServerMetrics* metrics,
+                                 grpc::CallbackServerContext* context, const EngineRequest* request)
     : engine_(engine),
+      rpc_(rpc),
       metrics_(metrics),
       tokenizer_(engine->model().tokenizer()),
       start_(std::chrono::steady_clock::now()),
       deadline_(context->deadline()),
-      session_id_(request.session_id()),
-      method_(v1::DecodingMethod_Name(request.method())) {}
+      session_id_(request != nullptr ? LoggedSessionId(request->session_id) : "-"),
+      method_(request != nullptr ? MethodName(request->decoding.method) : "-") {}
 
-GenerateReactor* GenerateReactor::Start(Engine* engine, const RequestLimits& limits,
-                                        ServerMetrics* metrics,
-                                        grpc::CallbackServerContext* context,
-                                        const v1::GenerateRequest* request) {
-  std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(engine, metrics, context, *request));
+GenerateReactor* GenerateReactor::Start(Engine* engine, absl::StatusOr<EngineRequest> request,
+                                        const char* rpc, ServerMetrics* metrics,
+                                        grpc::CallbackServerContext* context) {
+  std::shared_ptr<GenerateReactor> reactor(
+      new GenerateReactor(engine, rpc, metrics, context, request.ok() ? &*request : nullptr));
   reactor->self_ = reactor;
-  absl::StatusOr<EngineRequest> converted = ToEngineRequest(*request, limits);
   absl::StatusOr<uint64_t> id =
-      converted.ok() ? engine->Submit(*std::move(converted), std::make_shared<Sink>(reactor))
-                     : absl::StatusOr<uint64_t>(converted.status());
+      request.ok() ? engine->Submit(*std::move(request), std::make_shared<Sink>(reactor))
+                   : absl::StatusOr<uint64_t>(request.status());
   bool cancel_now = false;
   {
     absl::MutexLock lock(&reactor->mu_);
@@ -157,7 +173,7 @@ void GenerateReactor::Pump() {
       } else {
         status = final_status_;
       }
-      metrics_->CountRequest("Generate", GrpcCodeName(status.error_code()));
+      metrics_->CountRequest(rpc_, GrpcCodeName(status.error_code()));
       if (client_gone_ && finish_reason_ == "none") finish_reason_ = "client_gone";
       LogCompletion(status);
       action = Action::kFinish;
@@ -219,10 +235,10 @@ void GenerateReactor::LogCompletion(const grpc::Status& status) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
   spdlog::info(
-      "generate id={} session={} method={} prompt_tokens={} cached_tokens={} "
+      "{} id={} session={} method={} prompt_tokens={} cached_tokens={} "
       "generated_tokens={} ms={:.1f} finish={} status={}{}{}",
-      engine_id_.has_value() ? std::to_string(*engine_id_) : "-",
-      session_id_.empty() ? "-" : session_id_, method_, prompt_tokens_, cached_tokens_,
+      rpc_, engine_id_.has_value() ? std::to_string(*engine_id_) : "-", session_id_, method_,
+      prompt_tokens_, cached_tokens_,
       // Without a result (client gone first) what was streamed is all that is known.
       engine_done_ ? generated_tokens_ : static_cast<int>(streamed_tokens_), ms, finish_reason_,
       GrpcCodeName(status.error_code()), status.ok() ? "" : " ", status.error_message());

@@ -32,13 +32,14 @@ namespace textgen::server {
 
 class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
-  // Converts and submits the request; on any error the stream finishes with that status.
-  // The returned pointer is handed to gRPC, which owns it until OnDone.
-  // `metrics` (borrowed, outlives the stream) gets the stream's final status, its token
+  // Submits the converted request (Generate's or Chat's); on any error, the conversion's
+  // included, the stream finishes with that status. The returned pointer is handed to gRPC,
+  // which owns it until OnDone. `rpc` ("Generate", "Chat") names the stream in the metrics and
+  // logs. `metrics` (borrowed, outlives the stream) gets the stream's final status, its token
   // counts and latencies.
-  static GenerateReactor* Start(Engine* engine, const RequestLimits& limits, ServerMetrics* metrics,
-                                grpc::CallbackServerContext* context,
-                                const v1::GenerateRequest* request);
+  static GenerateReactor* Start(Engine* engine, absl::StatusOr<EngineRequest> request,
+                                const char* rpc, ServerMetrics* metrics,
+                                grpc::CallbackServerContext* context);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -47,8 +48,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
  private:
   class Sink;
 
-  GenerateReactor(Engine* engine, ServerMetrics* metrics, grpc::CallbackServerContext* context,
-                  const v1::GenerateRequest& request);
+  GenerateReactor(Engine* engine, const char* rpc, ServerMetrics* metrics,
+                  grpc::CallbackServerContext* context, const EngineRequest* request);
 
   // Scheduler thread (through Sink).
   void HandleDelta(const StreamDelta& delta);
@@ -63,12 +64,13 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   void LogCompletion(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Engine* const engine_;
+  const char* const rpc_;
   ServerMetrics* const metrics_;
   const Tokenizer& tokenizer_;
   const std::chrono::steady_clock::time_point start_;
   // To tell a deadline from a client's cancel (both reach us as OnCancel).
   const std::chrono::system_clock::time_point deadline_;
-  // For the completion log line.
+  // For the completion log line ("-" when the request did not convert).
   const std::string session_id_;
   const std::string method_;
 

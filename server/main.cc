@@ -42,9 +42,10 @@ and while draining after SIGTERM, SERVING in between.
   --http-listen HOST:PORT      serve the OpenAI-compatible API (/v1/chat/completions,
                                /v1/completions, /v1/models) and the chat page (/) over
                                HTTP on this address (default: off; port 0 = any)
-  --chat-template FILE         Jinja chat template for /v1/chat/completions, instead of the
-                               model's own (GGUF tokenizer.chat_template or
-                               tokenizer_config.json)
+  --chat-template FILE         Jinja chat template for the Chat RPC and
+                               /v1/chat/completions, instead of the model's own (GGUF
+                               tokenizer.chat_template / tokenizer_config.json); without
+                               either, chat requests are refused (Chat: FAILED_PRECONDITION)
   --http-threads N             HTTP API workers; each streamed answer holds one (default 0:
                                --max-active + --max-queued + 16)
   --http-timeout SECONDS       an HTTP client that sends nothing, or reads nothing, for this

@@ -49,26 +49,79 @@ absl::StatusOr<ContextOverflow> ToContextOverflow(v1::ContextOverflow c) {
 // and slip past the engine's range checks.
 int ClampToInt(uint32_t v) { return v > 0x7fffffffu ? 0x7fffffff : static_cast<int>(v); }
 
+const char* MethodName(DecodingMethod m) {
+  switch (m) {
+    case DecodingMethod::kGreedy:
+      return "GREEDY";
+    case DecodingMethod::kSample:
+      return "SAMPLE";
+    case DecodingMethod::kBeam:
+      return "BEAM";
+  }
+  return "?";
+}
+
+// The first field of a method that the request sets, or nullptr. Values that mean "default"
+// (0, unset, num_beams 1, early_stopping HEURISTIC) count as not set.
+template <typename Req>
+const char* FirstSamplingField(const Req& r) {
+  if (r.temperature() != 0.0f) return "temperature";
+  if (r.top_k() != 0) return "top_k";
+  if (r.top_p() != 0.0f) return "top_p";
+  if (r.min_p() != 0.0f) return "min_p";
+  if (r.has_seed()) return "seed";
+  return nullptr;
+}
+
+template <typename Req>
+const char* FirstBeamField(const Req& r) {
+  if (r.num_beams() > 1) return "num_beams";
+  if (r.has_length_penalty()) return "length_penalty";
+  if (r.early_stopping() != v1::HEURISTIC) return "early_stopping";
+  if (r.num_return_sequences() > 1) return "num_return_sequences";
+  return nullptr;
+}
+
+// The method asked for, or the one the fields imply when it is unset; then every field that
+// belongs to another method is refused, so that none is silently ignored.
+template <typename Req>
+absl::StatusOr<DecodingMethod> ResolveMethod(const Req& r) {
+  const char* sampling = FirstSamplingField(r);
+  const char* beam = FirstBeamField(r);
+  DecodingMethod m = DecodingMethod::kGreedy;
+  std::string why;  // how an unset method was chosen, for the error messages
+  if (r.has_method()) {
+    auto method = ToMethod(r.method());
+    if (!method.ok()) return method.status();
+    m = *method;
+  } else if (beam != nullptr) {
+    m = DecodingMethod::kBeam;
+    why = absl::StrCat(" (method unset; ", beam, " asks for BEAM)");
+  } else if (sampling != nullptr) {
+    m = DecodingMethod::kSample;
+  }
+  if (m != DecodingMethod::kSample && sampling != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(sampling, " applies only to method SAMPLE; ",
+                                                   "this request's method is ", MethodName(m),
+                                                   why));
+  }
+  if (m != DecodingMethod::kBeam && beam != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        beam, " applies only to method BEAM; this request's method is ", MethodName(m)));
+  }
+  if (m == DecodingMethod::kBeam && r.top_logprobs() != 0) {
+    return absl::InvalidArgumentError(
+        "top_logprobs is not supported with method BEAM (GREEDY and SAMPLE only)");
+  }
+  return m;
+}
+
 }  // namespace
 
-absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request,
-                                              const RequestLimits& limits) {
-  EngineRequest out;
-  const bool has_text = !request.prompt().empty();
-  const bool has_ids = request.prompt_ids_size() > 0;
-  if (has_text == has_ids) {
-    return absl::InvalidArgumentError("exactly one of prompt and prompt_ids must be set");
-  }
-  if (has_text) {
-    out.prompt_text = request.prompt();
-  } else {
-    out.prompt_ids.assign(request.prompt_ids().begin(), request.prompt_ids().end());
-  }
-  if (request.has_add_bos()) out.add_bos = request.add_bos();
-  out.session_id = request.session_id();
-
-  DecodingOptions& d = out.decoding;
-  auto method = ToMethod(request.method());
+template <typename Req>
+absl::StatusOr<DecodingOptions> ToDecodingOptions(const Req& request, const RequestLimits& limits) {
+  DecodingOptions d;
+  auto method = ResolveMethod(request);
   if (!method.ok()) return method.status();
   d.method = *method;
 
@@ -92,10 +145,18 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
   auto overflow = ToContextOverflow(request.context_overflow());
   if (!overflow.ok()) return overflow.status();
   d.context_overflow = *overflow;
+  if (request.n_keep() != 0 && d.context_overflow != ContextOverflow::kSlide) {
+    return absl::InvalidArgumentError(
+        "n_keep applies only with context_overflow CONTEXT_OVERFLOW_SLIDE");
+  }
   d.n_keep = ClampToInt(request.n_keep());
 
   SamplingParams& s = d.sampling;
-  s.temperature = request.temperature();
+  // SAMPLE without a temperature samples from the model's distribution as it is (OpenAI's
+  // default of 1.0), rather than silently decoding greedily.
+  s.temperature = request.temperature() == 0.0f && d.method == DecodingMethod::kSample
+                      ? 1.0f
+                      : request.temperature();
   s.top_k = ClampToInt(request.top_k());
   s.top_p = request.top_p() == 0.0f ? 1.0f : request.top_p();
   s.min_p = request.min_p();
@@ -103,7 +164,7 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
   if (request.has_seed()) s.seed = request.seed();
 
   BeamSearchOptions& b = d.beam;
-  // Only beam search reads num_beams; 0 means the proto default of one beam.
+  // 0 means the proto default of one beam.
   b.num_beams = request.num_beams() == 0 ? 1 : ClampToInt(request.num_beams());
   b.length_penalty = request.has_length_penalty() ? request.length_penalty() : 1.0f;
   auto early = ToEarlyStopping(request.early_stopping());
@@ -113,6 +174,36 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
       request.num_return_sequences() == 0 ? 1 : ClampToInt(request.num_return_sequences());
   b.max_new_tokens = d.max_new_tokens;
   b.ignore_eos = d.ignore_eos;
+  return d;
+}
+
+template absl::StatusOr<DecodingOptions> ToDecodingOptions(const v1::GenerateRequest&,
+                                                           const RequestLimits&);
+template absl::StatusOr<DecodingOptions> ToDecodingOptions(const v1::ChatRequest&,
+                                                           const RequestLimits&);
+
+absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request,
+                                              const RequestLimits& limits) {
+  EngineRequest out;
+  const bool has_text = !request.prompt().empty();
+  const bool has_ids = request.prompt_ids_size() > 0;
+  if (has_text == has_ids) {
+    return absl::InvalidArgumentError("exactly one of prompt and prompt_ids must be set");
+  }
+  if (has_text) {
+    out.prompt_text = request.prompt();
+  } else {
+    out.prompt_ids.assign(request.prompt_ids().begin(), request.prompt_ids().end());
+    if (request.has_add_bos()) {
+      return absl::InvalidArgumentError(
+          "add_bos applies only to prompt (text); prompt_ids are taken as they are");
+    }
+  }
+  if (request.has_add_bos()) out.add_bos = request.add_bos();
+  out.session_id = request.session_id();
+  auto decoding = ToDecodingOptions(request, limits);
+  if (!decoding.ok()) return decoding.status();
+  out.decoding = *std::move(decoding);
   return out;
 }
 

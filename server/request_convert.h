@@ -19,8 +19,16 @@ struct RequestLimits {
   int max_max_new_tokens = 4096;
 };
 
-// InvalidArgument naming the field for: both or neither of prompt / prompt_ids, unknown enum
-// values, max_new_tokens above the limit.
+// The decoding fields, which GenerateRequest and ChatRequest share by name and meaning (`Req`
+// is one of the two). The method is resolved first (unset: BEAM if a beam field is set, else
+// SAMPLE if a sampling field is, else GREEDY); InvalidArgument naming the field for a field of
+// another method, top_logprobs with BEAM, n_keep without SLIDE, unknown enum values,
+// max_new_tokens above the limit. SAMPLE without a temperature samples at 1.0.
+template <typename Req>
+absl::StatusOr<DecodingOptions> ToDecodingOptions(const Req& request, const RequestLimits& limits);
+
+// ToDecodingOptions, and InvalidArgument for both or neither of prompt / prompt_ids and for
+// add_bos with prompt_ids.
 absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request,
                                               const RequestLimits& limits);
 

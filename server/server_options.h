@@ -22,9 +22,10 @@ struct ServerOptions {
   int http_threads = 0;
   // An HTTP client idle (or not reading) this long is disconnected, freeing its worker.
   absl::Duration http_timeout = absl::Seconds(10);
-  // Jinja chat template overriding the model's own (used by /v1/chat/completions).
-  std::string chat_template;
   EngineOptions engine;
+  // A Jinja chat template file for the Chat RPC and /v1/chat/completions, overriding the
+  // model's own; empty = the model's.
+  std::string chat_template;
   RequestLimits limits;
   // On SIGTERM, in-flight streams get this long to finish before they are cancelled.
   absl::Duration shutdown_grace = absl::Seconds(10);

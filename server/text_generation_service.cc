@@ -48,7 +48,21 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
     metrics_->CountRequest("Generate", GrpcCodeName(st.error_code()));
     return new FinishedStream(st);
   }
-  return GenerateReactor::Start(engine, limits_, metrics_, context, request);
+  return GenerateReactor::Start(engine, ToEngineRequest(*request, limits_), "Generate", metrics_,
+                                context);
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Chat(
+    grpc::CallbackServerContext* context, const v1::ChatRequest* request) {
+  Engine* engine = nullptr;
+  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+    metrics_->CountRequest("Chat", GrpcCodeName(st.error_code()));
+    return new FinishedStream(st);
+  }
+  absl::StatusOr<EngineRequest> converted =
+      chat_ != nullptr ? chat_->Build(*engine, *request, limits_)
+                       : absl::FailedPreconditionError("this server has no chat template");
+  return GenerateReactor::Start(engine, std::move(converted), "Chat", metrics_, context);
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::Tokenize(grpc::CallbackServerContext* context,

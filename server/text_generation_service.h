@@ -1,6 +1,6 @@
-// textgen.v1.TextGeneration over the engine, on gRPC's callback API: Generate streams through a
-// GenerateReactor; the unary RPCs are quick (no model work) and finish on the gRPC thread.
-// Until SetEngine (while the model loads) every RPC fails with UNAVAILABLE. Every RPC is
+// textgen.v1.TextGeneration over the engine, on gRPC's callback API: Generate and Chat stream
+// through a GenerateReactor; the unary RPCs are quick (no model work) and finish on the gRPC
+// thread. Until SetEngine (while the model loads) every RPC fails with UNAVAILABLE. Every RPC is
 // counted in the metrics with its final status.
 #ifndef TEXTGEN_SERVER_TEXT_GENERATION_SERVICE_H_
 #define TEXTGEN_SERVER_TEXT_GENERATION_SERVICE_H_
@@ -8,8 +8,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <memory>
 
 #include "engine/scheduler/engine.h"
+#include "server/chat_prompter.h"
 #include "server/request_convert.h"
 #include "server/server_metrics.h"
 #include "textgen/v1/textgen.grpc.pb.h"
@@ -25,9 +27,14 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
   // The engine to serve with, once loaded (borrowed: it must outlive the gRPC server). Called
   // once; RPCs before it are UNAVAILABLE.
   void SetEngine(Engine* engine) { engine_.store(engine, std::memory_order_release); }
+  // The chat template (or why there is none) for Chat. Called once, before SetEngine (whose
+  // release store publishes it).
+  void SetChatPrompter(std::unique_ptr<const ChatPrompter> chat) { chat_ = std::move(chat); }
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Chat(grpc::CallbackServerContext* context,
+                                                       const v1::ChatRequest* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
                                      const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) override;
@@ -49,6 +56,7 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
                                         const grpc::Status& status);
 
   std::atomic<Engine*> engine_{nullptr};
+  std::unique_ptr<const ChatPrompter> chat_;
   const RequestLimits limits_;
   const int kv_block_size_;
   ServerMetrics* const metrics_;

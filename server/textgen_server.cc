@@ -39,20 +39,14 @@ void LogCpuFeatures() {
 // Renders chats for the HTTP API with the template, or says why there is none. A template
 // given with --chat-template that cannot be used fails the start; the model's own only makes
 // chat requests fail (completions still work).
-absl::StatusOr<openai::ChatPromptFn> LoadChatPrompt(const Engine& engine,
-                                                    const std::string& override_path) {
-  absl::StatusOr<ModelChatTemplate> t = LoadModelChatTemplate(engine.model(), override_path);
-  if (!t.ok()) {
-    if (!override_path.empty()) return t.status();
-    spdlog::warn("chat completions unavailable: {}", std::string(t.status().message()));
-    // Not a missing resource the client named: a setting of the server (400 with the advice).
-    return absl::FailedPreconditionError(t.status().message());
-  }
-  const Tokenizer& tokenizer = engine.model().tokenizer();
+// The HTTP API's chat renderer over the template SetUpChat loaded (or its error, which every
+// chat completion then returns: a setting of the server, so a 400 with the advice).
+absl::StatusOr<openai::ChatPromptFn> HttpChatPrompt(const absl::StatusOr<ModelChatTemplate>& t,
+                                                    const Tokenizer& tokenizer) {
+  if (!t.ok()) return absl::FailedPreconditionError(t.status().message());
   return openai::ChatPromptFn(
-      [t = *std::move(t), &tokenizer](
-          const nlohmann::json& messages, bool add_generation_prompt,
-          const nlohmann::json& kwargs) -> absl::StatusOr<std::vector<int32_t>> {
+      [t = *t, &tokenizer](const nlohmann::json& messages, bool add_generation_prompt,
+                           const nlohmann::json& kwargs) -> absl::StatusOr<std::vector<int32_t>> {
         ChatTemplateInput input;
         input.messages = messages;
         input.add_generation_prompt = add_generation_prompt;
@@ -148,17 +142,43 @@ absl::Status TextgenServer::Load() {
   spdlog::info("serving {} on {} (port {}); KV cache {} blocks of {} tokens ({})", kServiceName,
                options_.listen, port_, stats.kv_blocks_total, options_.engine.kv_block_size,
                KvTypeName(engine->kv_type()));
-  if (api_ != nullptr) {
-    absl::StatusOr<openai::ChatPromptFn> chat = LoadChatPrompt(*engine, options_.chat_template);
-    if (!chat.ok() && !options_.chat_template.empty()) return chat.status();
-    api_->SetEngine(engine.get(), ModelId(options_.engine.model_path), std::move(chat));
-  }
+  TG_RETURN_IF_ERROR(SetUpChat(*engine));
   service_->SetEngine(engine.get());
   {
     absl::MutexLock lock(&engine_mu_);
     engine_ = std::move(engine);
   }
   SetState(State::kServing);
+  return absl::OkStatus();
+}
+
+absl::Status TextgenServer::SetUpChat(Engine& engine) {
+  absl::StatusOr<ModelChatTemplate> t =
+      LoadModelChatTemplate(engine.model(), options_.chat_template);
+  if (t.ok()) {
+    spdlog::info("chat template: {}",
+                 options_.chat_template.empty() ? "the model's" : options_.chat_template);
+  } else if (!options_.chat_template.empty()) {
+    // Asked for explicitly: serving without it would fail every Chat later.
+    return absl::InvalidArgumentError(
+        absl::StrCat("--chat-template ", options_.chat_template, ": ", t.status().message()));
+  } else if (absl::IsNotFound(t.status())) {
+    spdlog::info("no chat template ({}): Chat is unavailable", t.status().ToString());
+  } else {
+    // The model's own template is beyond the interpreter: Generate still serves.
+    spdlog::warn(
+        "the model's chat template cannot be used ({}); Chat is unavailable until "
+        "--chat-template gives one",
+        t.status().ToString());
+    t = absl::FailedPreconditionError(
+        absl::StrCat("the model's chat template cannot be used (", t.status().message(),
+                     "); start the server with --chat-template FILE"));
+  }
+  if (api_ != nullptr) {
+    api_->SetEngine(&engine, ModelId(options_.engine.model_path),
+                    HttpChatPrompt(t, engine.model().tokenizer()));
+  }
+  service_->SetChatPrompter(std::make_unique<ChatPrompter>(std::move(t)));
   return absl::OkStatus();
 }
 

@@ -53,6 +53,10 @@ class TextgenServer {
   enum class State { kLoading, kServing, kDraining };
 
   explicit TextgenServer(const ServerOptions& options);
+  // Loads the chat template once for the Chat RPC and the HTTP API's chat completions (and
+  // hands the engine to the HTTP API): an unusable --chat-template file is an error; a model
+  // without a (usable) template of its own only leaves chat requests refused.
+  absl::Status SetUpChat(Engine& engine);
   // The one place that decides what the health service and the metrics report.
   void SetState(State state);
 

@@ -133,6 +133,20 @@ absl::Status Engine::DeleteSession(const std::string& id) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<SessionAttachment> Engine::GetSessionAttachment(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("unknown session ", id));
+  return SessionAttachment{it->second->attachment, it->second->version};
+}
+
+absl::Status Engine::CheckSessionVersion(const SessionState& s,
+                                         std::optional<uint64_t> version) const {
+  if (!version.has_value() || *version == s.version) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("session ", s.id, " changed (another turn ended) since this turn was built"));
+}
+
 absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
                                         std::shared_ptr<GenerationSink> sink) {
   if (sink == nullptr) return absl::InvalidArgumentError("Submit: null sink");
@@ -162,7 +176,8 @@ absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
             absl::StrCat("session ", request.session_id, " already has a request running"));
       }
       session = it->second;
-      prompt = session->tokens;
+      TG_RETURN_IF_ERROR(CheckSessionVersion(*session, request.session_version));
+      if (request.session_prompt == SessionPrompt::kAppend) prompt = session->tokens;
     }
   }
   if (request.prompt_text.has_value()) {
@@ -200,12 +215,24 @@ absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
       return absl::FailedPreconditionError(
           absl::StrCat("session ", session->id, " already has a request running"));
     }
+    TG_RETURN_IF_ERROR(CheckSessionVersion(*session, request.session_version));
     session->busy = true;
     session->last_used = absl::Now();
   }
   const uint64_t id = next_id_++;
+  // What of the session's K/V can serve this prompt: the tokens both start with (all of the
+  // session's when appending, unless a turn ended in between, which the version check catches
+  // for callers that care).
+  int shared_prefix = 0;
+  if (session != nullptr) {
+    const size_t n = std::min(prompt.size(), session->tokens.size());
+    while (static_cast<size_t>(shared_prefix) < n &&
+           prompt[shared_prefix] == session->tokens[shared_prefix]) {
+      ++shared_prefix;
+    }
+  }
   queue_.push_back(Pending{id, std::move(prompt), std::move(request.decoding), std::move(session),
-                           std::move(sink)});
+                           std::move(sink), shared_prefix, std::move(request.session_attachment)});
   cancelled_[id] = false;
   return id;
 }
@@ -311,7 +338,7 @@ bool Engine::EvictIdleSession() {
 void Engine::ReturnSession(Active& a, const absl::StatusOr<GenerationResult>& result) {
   if (a.session == nullptr) return;
   BlockTable kept = a.generation->ReleaseCache();
-  std::vector<int32_t> tokens;
+  int valid = 0;  // leading tokens of the session's conversation that `kept` may hold
   bool deleted = false;
   {
     absl::MutexLock lock(&mu_);
@@ -321,16 +348,18 @@ void Engine::ReturnSession(Active& a, const absl::StatusOr<GenerationResult>& re
       s.tokens = a.prompt;
       const auto& ids = result->hypotheses[0].ids;
       s.tokens.insert(s.tokens.end(), ids.begin(), ids.end());
+      ++s.version;
+      if (a.attachment) s.attachment = a.attachment(*result);
+      valid = static_cast<int>(s.tokens.size());
+    } else {
+      // The conversation stays as it was; only the prompt tokens it shares with it are valid.
+      valid = std::min(a.shared_prefix, static_cast<int>(s.tokens.size()));
     }
-    tokens = s.tokens;
     deleted = s.deleted;
   }
-  // `kept` holds the K/V of a prefix of `tokens`: the whole conversation once the
+  // `kept` holds the K/V of a prefix of the prompt and answer: the whole conversation once the
   // generation's catch-up ran, else less (cancelled, no room), which the next turn recomputes.
-  // A failed turn leaves the conversation as it was, without its own prompt tokens.
-  if (kept.num_tokens > static_cast<int>(tokens.size())) {
-    cache_->Truncate(kept, static_cast<int>(tokens.size()));
-  }
+  if (kept.num_tokens > valid) cache_->Truncate(kept, valid);
   {
     absl::MutexLock lock(&mu_);
     SessionState& s = *a.session;
@@ -381,6 +410,11 @@ void Engine::Admit() {
         for (const Active& a : active_) {
           reserve += std::max(0, a.worst_blocks - a.generation->blocks_in_use());
         }
+        // A session's K/V beyond the prefix the prompt shares with it is stale: drop it now
+        // (a partly used last block is kept; Append copies it first if it is shared).
+        if (front.session != nullptr && front.session->table.num_tokens > front.shared_prefix) {
+          cache_->Truncate(front.session->table, front.shared_prefix);
+        }
         const int held = front.session != nullptr ? front.session->table.num_blocks() : 0;
         const int need = std::max(
             0, WorstCaseBlocks(static_cast<int>(front.prompt.size()), front.decoding) - held);
@@ -424,10 +458,16 @@ void Engine::Admit() {
       continue;
     }
     if (p.session != nullptr) (*g)->KeepCacheForNextTurn();
-    const int worst = WorstCaseBlocks(static_cast<int>(p.prompt.size()), p.decoding);
-    active_.push_back(Active{p.id, std::move(g).value(), std::move(p.session), std::move(p.prompt),
-                             std::move(sink)});
-    active_.back().worst_blocks = worst;
+    Active a;
+    a.id = p.id;
+    a.generation = std::move(g).value();
+    a.session = std::move(p.session);
+    a.prompt = std::move(p.prompt);
+    a.sink = std::move(sink);
+    a.worst_blocks = WorstCaseBlocks(static_cast<int>(a.prompt.size()), p.decoding);
+    a.shared_prefix = p.shared_prefix;
+    a.attachment = std::move(p.attachment);
+    active_.push_back(std::move(a));
   }
 }
 

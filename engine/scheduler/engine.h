@@ -82,6 +82,16 @@ class GenerationSink {
   virtual void OnDone(absl::StatusOr<GenerationResult> result) = 0;
 };
 
+// With a session: what EngineRequest's prompt holds.
+enum class SessionPrompt {
+  // The new turn only: appended to the session's tokens.
+  kAppend,
+  // The whole conversation, replacing the session's tokens: the K/V of the longest token prefix
+  // it shares with them is reused and the rest recomputed (a caller that re-renders a
+  // conversation may change earlier turns: then less is reused, never a wrong prompt).
+  kWhole,
+};
+
 struct EngineRequest {
   // Exactly one of prompt_ids / prompt_text (InvalidArgument otherwise).
   std::vector<int32_t> prompt_ids;
@@ -93,7 +103,22 @@ struct EngineRequest {
   // hypothesis) becomes part of it. NotFound if unknown or expired, FailedPrecondition if the
   // session already has a request running.
   std::string session_id;
+  SessionPrompt session_prompt = SessionPrompt::kAppend;
+  // With session_id: FailedPrecondition unless the session is still at this version (see
+  // SessionAttachment), i.e. no turn ended since the caller read it.
+  std::optional<uint64_t> session_version;
+  // With session_id: called on the scheduler thread when the turn ends with an answer (the
+  // session's tokens then hold it); the string returned replaces the session's attachment.
+  // Must return quickly. Unset: the attachment stays as it is.
+  std::function<std::string(const GenerationResult&)> session_attachment;
   DecodingOptions decoding;
+};
+
+// What a caller keeps with a session besides its tokens (e.g. a chat's messages), opaque to the
+// engine, and the session's version: it grows by one whenever a turn ends with an answer.
+struct SessionAttachment {
+  std::string attachment;
+  uint64_t version = 0;
 };
 
 struct EngineStats {
@@ -134,6 +159,8 @@ class Engine {
   // Frees the session's tokens and KV blocks at once (after its running request, if any).
   // NotFound if unknown.
   absl::Status DeleteSession(const std::string& id);
+  // The session's attachment and version (a copy). NotFound if unknown or expired.
+  absl::StatusOr<SessionAttachment> GetSessionAttachment(const std::string& id) const;
 
   const Model& model() const { return *model_; }
   // The KV cache's element type (as chosen at Create).
@@ -141,11 +168,13 @@ class Engine {
   EngineStats Stats() const;
 
  private:
-  // A conversation. `tokens` and `busy` are guarded by mu_; `table` (the KV of
-  // tokens[0, table.num_tokens)) belongs to the scheduler thread.
+  // A conversation. `tokens`, `busy`, `attachment` and `version` are guarded by mu_; `table`
+  // (the KV of tokens[0, table.num_tokens)) belongs to the scheduler thread.
   struct SessionState {
     std::string id;
     std::vector<int32_t> tokens;
+    std::string attachment;
+    uint64_t version = 0;
     BlockTable table;
     bool busy = false;
     bool deleted = false;
@@ -157,6 +186,10 @@ class Engine {
     DecodingOptions decoding;
     std::shared_ptr<SessionState> session;
     std::shared_ptr<GenerationSink> sink;
+    // Sessions: how many leading prompt tokens equal the session's tokens (the most K/V that
+    // may be reused), and the attachment callback.
+    int shared_prefix = 0;
+    std::function<std::string(const GenerationResult&)> attachment;
   };
   struct Active {
     uint64_t id;
@@ -169,7 +202,9 @@ class Engine {
     size_t seqs = 0;
     int decode_tokens = 0;
     int prompt_tokens = 0;
-    int worst_blocks = 0;  // WorstCaseBlocks at admission: the most it may ever hold
+    int worst_blocks = 0;   // WorstCaseBlocks at admission: the most it may ever hold
+    int shared_prefix = 0;  // as Pending's
+    std::function<std::string(const GenerationResult&)> attachment;
   };
 
   Engine() = default;
@@ -188,6 +223,9 @@ class Engine {
   // The most blocks a request can hold before it ends: its prompt, and max_new_tokens (capped
   // by the context) for each beam with a partial-block copy each.
   int WorstCaseBlocks(int prompt_tokens, const DecodingOptions& d) const;
+  // FailedPrecondition naming the session if `version` is set and differs from its own.
+  absl::Status CheckSessionVersion(const SessionState& s, std::optional<uint64_t> version) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Hands a finished request's conversation and KV cache back to its session, if any.
   void ReturnSession(Active& a, const absl::StatusOr<GenerationResult>& result);
   // Scheduler thread: frees blocks of deleted and expired sessions.

@@ -135,11 +135,46 @@ TEST_CASE("textgen-client health fails without a server", "[cli]") {
   CHECK_THAT(h.out, Catch::Contains("error: UNAVAILABLE"));
 }
 
-TEST_CASE("textgen-client chat keeps a session across turns", "[cli][server]") {
+TEST_CASE("textgen-client chat talks through the Chat RPC in a session", "[cli][server]") {
+  testing::ServerProcessOptions options = QuickStop();
+  options.extra_args.insert(options.extra_args.end(),
+                            {"--chat-template", testing::ChatTemplatesDir() +
+                                                    "/templates/Qwen-Qwen2.5-7B-Instruct.jinja"});
+  testing::ServerProcess server(options);
+  const std::string turns = "Tell me a story.\nWho is in it?\n/reset\nTell me a story.\n";
+  // stdout is flushed after each answer's newline, before the usage line goes to stderr, so
+  // the merged output alternates answer and usage lines.
+  RunResult r = Client(
+      "chat --system 'You tell stories.' --usage --max-new-tokens 12 --server " + server.address(),
+      /*with_stderr=*/true, &turns);
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::string> answers, usage;
+  const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  for (const std::string& line : lines) {
+    (line.rfind("[", 0) == 0 ? usage : answers).push_back(line);
+  }
+  REQUIRE(answers.size() == 3);
+  CHECK(answers[0] == answers[2]);  // the same first turn in a fresh session
+  REQUIRE(usage.size() == 3);
+  CHECK_THAT(usage[0], Catch::Contains("(0 cached)"));
+  CHECK_THAT(usage[1], !Catch::Contains("(0 cached)"));  // the second turn reused the first
+  CHECK_THAT(usage[2], Catch::Contains("(0 cached)"));
+
+  // Without a template the server refuses Chat and says what to do.
+  testing::ServerProcess plain(QuickStop());
+  const std::string one = "Hello\n";
+  RunResult refused = Client("chat --server " + plain.address(), /*with_stderr=*/true, &one);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.out,
+             Catch::Contains("FAILED_PRECONDITION") && Catch::Contains("--chat-template"));
+}
+
+TEST_CASE("textgen-client chat --raw keeps a session across turns", "[cli][server]") {
   testing::ServerProcess server(QuickStop());
   const std::string turns =
       "Once upon a time\nThe end.\n/reset\nOnce upon a time\n/quit\nignored\n";
-  RunResult r = Client("chat --max-new-tokens 12 --server " + server.address(),
+  RunResult r = Client("chat --raw --max-new-tokens 12 --server " + server.address(),
                        /*with_stderr=*/false, &turns);
   REQUIRE(r.exit_code == 0);
   std::vector<std::string> lines = absl::StrSplit(r.out, '\n');

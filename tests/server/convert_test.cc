@@ -1,5 +1,6 @@
 // The API <-> engine conversions without a server: proto defaults, limits, status codes.
 #include <catch2/catch.hpp>
+#include <functional>
 
 #include "server/request_convert.h"
 #include "server/response_convert.h"
@@ -39,8 +40,6 @@ TEST_CASE("explicit request fields are carried over", "[server][convert]") {
   req.set_method(v1::SAMPLE);
   req.set_max_new_tokens(7);
   req.set_use_cache(false);
-  req.set_length_penalty(0.5f);
-  req.set_early_stopping(v1::NEVER);
   req.set_temperature(0.7f);
   req.set_top_k(40);
   req.set_top_p(0.9f);
@@ -52,20 +51,17 @@ TEST_CASE("explicit request fields are carried over", "[server][convert]") {
   req.set_top_logprobs(5);
   req.set_context_overflow(v1::CONTEXT_OVERFLOW_SLIDE);
   req.set_n_keep(4);
-  req.set_add_bos(false);
   auto r = ToEngineRequest(req, {});
   REQUIRE(r.ok());
   CHECK(r->prompt_ids == std::vector<int32_t>{1, 5});
   CHECK(!r->prompt_text.has_value());
   CHECK(r->session_id == "abc");
-  CHECK(r->add_bos == false);
+  CHECK(!r->add_bos.has_value());
   const DecodingOptions& d = r->decoding;
   CHECK(d.method == DecodingMethod::kSample);
   CHECK(d.max_new_tokens == 7);
   CHECK(!d.stop_at_context_limit);
   CHECK(!d.use_cache);
-  CHECK(d.beam.length_penalty == 0.5f);
-  CHECK(d.beam.early_stopping == EarlyStopping::kNever);
   CHECK(d.sampling.temperature == 0.7f);
   CHECK(d.sampling.top_k == 40);
   CHECK(d.sampling.top_p == 0.9f);
@@ -77,6 +73,165 @@ TEST_CASE("explicit request fields are carried over", "[server][convert]") {
   CHECK(d.top_logprobs == 5);
   CHECK(d.context_overflow == ContextOverflow::kSlide);
   CHECK(d.n_keep == 4);
+}
+
+TEST_CASE("beam fields are carried over", "[server][convert]") {
+  v1::GenerateRequest req;
+  req.set_prompt("hi");
+  req.set_add_bos(false);
+  req.set_method(v1::BEAM);
+  req.set_num_beams(4);
+  req.set_length_penalty(0.5f);
+  req.set_early_stopping(v1::NEVER);
+  req.set_num_return_sequences(2);
+  auto r = ToEngineRequest(req, {});
+  REQUIRE(r.ok());
+  CHECK(r->add_bos == false);
+  CHECK(r->decoding.method == DecodingMethod::kBeam);
+  CHECK(r->decoding.beam.num_beams == 4);
+  CHECK(r->decoding.beam.length_penalty == 0.5f);
+  CHECK(r->decoding.beam.early_stopping == EarlyStopping::kNever);
+  CHECK(r->decoding.beam.num_return_sequences == 2);
+}
+
+// The method a request gets when it leaves `method` unset.
+DecodingMethod Inferred(const std::function<void(v1::GenerateRequest*)>& edit) {
+  v1::GenerateRequest req;
+  req.set_prompt("hi");
+  edit(&req);
+  REQUIRE(!req.has_method());
+  auto r = ToEngineRequest(req, {});
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  return r->decoding.method;
+}
+
+TEST_CASE("an unset method follows the other fields", "[server][convert]") {
+  CHECK(Inferred([](auto*) {}) == DecodingMethod::kGreedy);
+  CHECK(Inferred([](auto* r) { r->set_temperature(0.8f); }) == DecodingMethod::kSample);
+  CHECK(Inferred([](auto* r) { r->set_top_k(40); }) == DecodingMethod::kSample);
+  CHECK(Inferred([](auto* r) { r->set_top_p(0.9f); }) == DecodingMethod::kSample);
+  CHECK(Inferred([](auto* r) { r->set_min_p(0.1f); }) == DecodingMethod::kSample);
+  CHECK(Inferred([](auto* r) { r->set_seed(3); }) == DecodingMethod::kSample);
+  CHECK(Inferred([](auto* r) { r->set_num_beams(4); }) == DecodingMethod::kBeam);
+  CHECK(Inferred([](auto* r) { r->set_length_penalty(0.5f); }) == DecodingMethod::kBeam);
+  // One beam is greedy decoding; the field takes effect either way.
+  CHECK(Inferred([](auto* r) { r->set_num_beams(1); }) == DecodingMethod::kGreedy);
+  // repetition_penalty belongs to every method.
+  CHECK(Inferred([](auto* r) { r->set_repetition_penalty(1.2f); }) == DecodingMethod::kGreedy);
+}
+
+TEST_CASE("SAMPLE without a temperature samples at 1.0", "[server][convert]") {
+  v1::GenerateRequest req;
+  req.set_prompt("hi");
+  req.set_method(v1::SAMPLE);
+  auto r = ToEngineRequest(req, {});
+  REQUIRE(r.ok());
+  CHECK(r->decoding.method == DecodingMethod::kSample);
+  CHECK(r->decoding.sampling.temperature == 1.0f);
+  req.clear_method();
+  req.set_top_k(5);
+  r = ToEngineRequest(req, {});
+  REQUIRE(r.ok());
+  CHECK(r->decoding.sampling.temperature == 1.0f);
+}
+
+TEST_CASE("a field the request's method would ignore is refused naming it", "[server][convert]") {
+  struct Case {
+    const char* name;
+    std::function<void(v1::GenerateRequest*)> edit;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"GREEDY with temperature",
+       [](auto* r) {
+         r->set_method(v1::GREEDY);
+         r->set_temperature(0.8f);
+       },
+       "temperature applies only to method SAMPLE"},
+      {"GREEDY with seed",
+       [](auto* r) {
+         r->set_method(v1::GREEDY);
+         r->set_seed(1);
+       },
+       "seed"},
+      {"BEAM with top_k",
+       [](auto* r) {
+         r->set_method(v1::BEAM);
+         r->set_top_k(4);
+       },
+       "top_k"},
+      {"SAMPLE with num_beams",
+       [](auto* r) {
+         r->set_method(v1::SAMPLE);
+         r->set_num_beams(4);
+       },
+       "num_beams applies only to method BEAM"},
+      {"unset method with num_beams and temperature",
+       [](auto* r) {
+         r->set_num_beams(4);
+         r->set_temperature(0.5f);
+       },
+       "temperature applies only to method SAMPLE"},
+      {"GREEDY with length_penalty",
+       [](auto* r) {
+         r->set_method(v1::GREEDY);
+         r->set_length_penalty(2.0f);
+       },
+       "length_penalty"},
+      {"SAMPLE with early_stopping",
+       [](auto* r) {
+         r->set_method(v1::SAMPLE);
+         r->set_early_stopping(v1::EARLY);
+       },
+       "early_stopping"},
+      {"GREEDY with num_return_sequences",
+       [](auto* r) {
+         r->set_method(v1::GREEDY);
+         r->set_num_return_sequences(2);
+       },
+       "num_return_sequences"},
+      {"BEAM with top_logprobs",
+       [](auto* r) {
+         r->set_num_beams(2);
+         r->set_top_logprobs(3);
+       },
+       "top_logprobs"},
+      {"n_keep without sliding", [](auto* r) { r->set_n_keep(4); }, "n_keep"},
+      {"add_bos with prompt_ids",
+       [](auto* r) {
+         r->clear_prompt();
+         r->add_prompt_ids(1);
+         r->set_add_bos(true);
+       },
+       "add_bos"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    v1::GenerateRequest req;
+    req.set_prompt("hi");
+    c.edit(&req);
+    absl::Status st = ToEngineRequest(req, {}).status();
+    CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(st.message()), Catch::Contains(c.field));
+  }
+}
+
+TEST_CASE("ChatRequest's decoding fields convert as GenerateRequest's", "[server][convert]") {
+  v1::ChatRequest chat;
+  chat.set_temperature(0.5f);
+  chat.set_top_k(3);
+  chat.set_max_new_tokens(9);
+  chat.add_stop("x");
+  auto d = ToDecodingOptions(chat, {});
+  REQUIRE(d.ok());
+  CHECK(d->method == DecodingMethod::kSample);
+  CHECK(d->sampling.temperature == 0.5f);
+  CHECK(d->sampling.top_k == 3);
+  CHECK(d->max_new_tokens == 9);
+  CHECK(d->stop == std::vector<std::string>{"x"});
+  chat.set_method(v1::GREEDY);
+  CHECK(ToDecodingOptions(chat, {}).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("requests the server rejects itself", "[server][convert]") {

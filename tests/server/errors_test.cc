@@ -77,6 +77,20 @@ TEST_CASE("each bad Generate input gets its status", "[server][errors]") {
          for (uint32_t i = 0; i < info.context_length() + 5; ++i) r->add_prompt_ids(300);
        },
        grpc::StatusCode::INVALID_ARGUMENT, "prompt"},
+      {"GREEDY with a temperature",
+       [](auto* r) {
+         r->set_method(v1::GREEDY);
+         r->set_temperature(0.8f);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "temperature applies only to method SAMPLE"},
+      {"SAMPLE with num_beams",
+       [](auto* r) {
+         r->set_method(v1::SAMPLE);
+         r->set_num_beams(4);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "num_beams applies only to method BEAM"},
+      {"n_keep without sliding", [](auto* r) { r->set_n_keep(2); },
+       grpc::StatusCode::INVALID_ARGUMENT, "n_keep"},
       {"unknown method", [](auto* r) { r->set_method(static_cast<v1::DecodingMethod>(7)); },
        grpc::StatusCode::INVALID_ARGUMENT, "method"},
       {"unknown session", [](auto* r) { r->set_session_id("0123456789abcdef0123456789abcdef"); },

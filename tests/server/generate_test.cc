@@ -132,6 +132,35 @@ TEST_CASE("beam search returns num_return_sequences hypotheses, best first", "[s
   }
 }
 
+TEST_CASE("sampling fields sample without a method, and SAMPLE alone samples",
+          "[server][generate]") {
+  auto stub = NewStub(SharedServer());
+  v1::GenerateRequest greedy;
+  greedy.set_prompt("Once upon a time");
+  greedy.set_max_new_tokens(24);
+  StreamResult g = RunGenerate(*stub, greedy);
+  REQUIRE(g.status.ok());
+  // Before method was optional, both of these were silently greedy.
+  for (const bool explicit_sample : {false, true}) {
+    INFO("explicit SAMPLE: " << explicit_sample);
+    int differ = 0;
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      v1::GenerateRequest req = greedy;
+      req.set_seed(seed);
+      if (explicit_sample) {
+        req.set_method(v1::SAMPLE);  // no temperature: 1.0
+      } else {
+        req.set_temperature(0.8f);  // no method
+      }
+      StreamResult r = RunGenerate(*stub, req);
+      INFO(r.status.error_message());
+      REQUIRE(r.status.ok());
+      if (r.ids != g.ids) ++differ;
+    }
+    CHECK(differ > 0);
+  }
+}
+
 TEST_CASE("32 concurrent streams all complete correctly", "[server][generate]") {
   ServerProcess& server = SharedServer();
   int n_predict = 0;

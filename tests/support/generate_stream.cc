@@ -5,6 +5,36 @@
 
 namespace textgen::testing {
 
+namespace {
+
+// Reads a stream to its end.
+template <typename Reader>
+StreamResult Collect(Reader& reader) {
+  StreamResult r;
+  textgen::v1::GenerateResponse msg;
+  while (reader.Read(&msg)) {
+    for (const auto& t : msg.tokens()) r.ids.push_back(t.id());
+    r.text += msg.text();
+    r.messages.push_back(msg);
+  }
+  r.status = reader.Finish();
+  if (!r.messages.empty()) r.last = r.messages.back();
+  return r;
+}
+
+}  // namespace
+
+StreamResult RunChat(textgen::v1::TextGeneration::Stub& stub, const textgen::v1::ChatRequest& req,
+                     int deadline_ms) {
+  grpc::ClientContext ctx;
+  if (deadline_ms > 0) {
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+  }
+  ctx.set_wait_for_ready(true);
+  auto reader = stub.Chat(&ctx, req);
+  return Collect(*reader);
+}
+
 StreamResult RunGenerate(textgen::v1::TextGeneration::Stub& stub,
                          const textgen::v1::GenerateRequest& req, int deadline_ms,
                          const CallMetadata& metadata) {
@@ -18,16 +48,7 @@ StreamResult RunGenerate(textgen::v1::TextGeneration::Stub& stub,
   ctx.set_wait_for_ready(true);
   for (const auto& [key, value] : metadata) ctx.AddMetadata(key, value);
   auto reader = stub.Generate(&ctx, req);
-  StreamResult r;
-  textgen::v1::GenerateResponse msg;
-  while (reader->Read(&msg)) {
-    for (const auto& t : msg.tokens()) r.ids.push_back(t.id());
-    r.text += msg.text();
-    r.messages.push_back(msg);
-  }
-  r.status = reader->Finish();
-  if (!r.messages.empty()) r.last = r.messages.back();
-  return r;
+  return Collect(*reader);
 }
 
 }  // namespace textgen::testing

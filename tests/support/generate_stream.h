@@ -1,4 +1,4 @@
-// One Generate call run to its end, for end-to-end tests against a server or a proxy.
+// One Generate (or Chat) call run to its end, for end-to-end tests against a server or a proxy.
 #ifndef TEXTGEN_TESTS_SUPPORT_GENERATE_STREAM_H_
 #define TEXTGEN_TESTS_SUPPORT_GENERATE_STREAM_H_
 
@@ -30,6 +30,10 @@ using CallMetadata = std::vector<std::pair<std::string, std::string>>;
 StreamResult RunGenerate(textgen::v1::TextGeneration::Stub& stub,
                          const textgen::v1::GenerateRequest& req, int deadline_ms = 30000,
                          const CallMetadata& metadata = {});
+
+// Runs Chat to its end, as RunGenerate.
+StreamResult RunChat(textgen::v1::TextGeneration::Stub& stub, const textgen::v1::ChatRequest& req,
+                     int deadline_ms = 30000);
 
 }  // namespace textgen::testing
 
