@@ -28,6 +28,9 @@ if [ "${1:-}" != "--build-only" ]; then
     # The HTTP API's tests: the official openai npm package under Node.js (npm ci fetches it),
     # and the chat page in headless Chromium driven through chromedriver's WebDriver protocol.
     nodejs chromium chromium-driver
+    # scripts/test-fuzz.sh: the libFuzzer targets (fuzz/) are built by clang 14 with Debian's
+    # libFuzzer runtime (libclang_rt.fuzzer), against the same Debian libraries as the rest.
+    clang libfuzzer-14-dev
   )
   # npm comes with nodejs from other sources (NodeSource); Debian packages it separately.
   command -v npm >/dev/null || PKGS+=(npm)
