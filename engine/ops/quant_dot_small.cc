@@ -249,22 +249,20 @@ void PackSmall(const BlockQ8_1* xq, int64_t n, int64_t nb, int offset, SmallActi
   a->d.assign(lanes, 0.0f);
   a->s.assign(lanes, 0.0f);
   a->c.assign(lanes, 0);
+  const __m128i ones = _mm_set1_epi8(1), off = _mm_set1_epi32(offset);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t b = 0; b < nb; ++b) {
       const BlockQ8_1& blk = xq[i * nb + b];
       const int64_t pair = i * a->nbp / 2 + b / 2, half = b % 2;
       for (int part = 0; part < 2; ++part) {  // values 16 * part .. + 15 of the block
         const int64_t lane0 = pair * 16 + 8 * part + 4 * half;
-        for (int l = 0; l < 4; ++l) {
-          int32_t sum = 0;
-          for (int k = 0; k < 4; ++k) {
-            const int8_t v = blk.qs[16 * part + 4 * l + k];
-            a->q[(lane0 + l) * 4 + k] = v;
-            sum += v;
-          }
-          a->d[lane0 + l] = blk.d;
-          a->c[lane0 + l] = offset * sum;
-        }
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + 16 * part));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(a->q.data() + lane0 * 4), v);
+        _mm_storeu_ps(a->d.data() + lane0, _mm_set1_ps(blk.d));
+        // Lane sums of 4 q_x (u8 ones x s8), times the offset.
+        const __m128i sums = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, v);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(a->c.data() + lane0),
+                         _mm_mullo_epi32(sums, off));
       }
       a->s[pair * 16 + 4 * half] = blk.s;
     }
@@ -427,8 +425,37 @@ struct SimdKernel {
 };
 #endif
 
+#if defined(TG_SMALL_512)
+// One block of 32 as portable::QuantizeActivationsQ8_1, bit for bit: the same F32 d, id and
+// products, round-to-nearest-even, and the F16 rounding of d and d * sum.
+void QuantizeBlockQ8_1(const float* v, BlockQ8_1* out) {
+  const __m512 x0 = _mm512_loadu_ps(v), x1 = _mm512_loadu_ps(v + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+  const float d = amax / 127.0f;
+  const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512i q0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(x0, id), kNearest));
+  const __m512i q1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(x1, id), kNearest));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out->qs), _mm512_cvtepi32_epi8(q0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out->qs + 16), _mm512_cvtepi32_epi8(q1));
+  const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+  out->d = half::F16ToF32(half::F32ToF16(d));
+  out->s = half::F16ToF32(half::F32ToF16(d * static_cast<float>(sum)));
+  out->sum = sum;
+}
+#endif
+
 }  // namespace
 
+void QuantizeActivationsQ8_1(const float* x, int64_t n, int64_t in, BlockQ8_1* xq) {
+#if defined(TG_SMALL_512)
+  for (int64_t b = 0; b < n * (in / kQkSmall); ++b) QuantizeBlockQ8_1(x + b * kQkSmall, xq + b);
+#else
+  portable::QuantizeActivationsQ8_1(x, n, in, xq);
+#endif
+}
+
+namespace portable {
 void QuantizeActivationsQ8_1(const float* x, int64_t n, int64_t in, BlockQ8_1* xq) {
   const int64_t nb = in / kQkSmall;
   for (int64_t i = 0; i < n * nb; ++i) {
@@ -451,7 +478,6 @@ void QuantizeActivationsQ8_1(const float* x, int64_t n, int64_t in, BlockQ8_1* x
   }
 }
 
-namespace portable {
 void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                         int64_t r0, int64_t r1) {
   Dispatch<PortableKernel>(w, xq, n, y, ldy, r0, r1);
