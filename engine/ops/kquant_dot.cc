@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "engine/ops/half.h"
+#include "engine/ops/kquant_dot_more.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
@@ -158,6 +160,22 @@ void ReorderForQ4K(const BlockQ8_K* xq, int64_t count, int8_t* out) {
   }
 }
 
+// The activations' qs reordered for IQ4_XS, whose sub-block ib (32 values) is qs[16 ib ..
+// 16 ib + 15], low nibbles values 0-15 and high ones 16-31: piece k = 2c + e (64 bytes) holds
+// the 16-value halves e of sub-blocks 4c .. 4c + 3, so that it meets nibble plane e of the
+// weights' 64-byte load c.
+void ReorderForIQ4XS(const BlockQ8_K* xq, int64_t count, int8_t* out) {
+  for (int64_t b = 0; b < count; ++b) {
+    for (int k = 0; k < 4; ++k) {
+      for (int s = 0; s < 4; ++s) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + b * kQkK + 64 * k + 16 * s),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                             xq[b].qs + 32 * (4 * (k / 2) + s) + 16 * (k % 2))));
+      }
+    }
+  }
+}
+
 // Activation rows [i0, i0 + MR) of one tile: Q8_K blocks xq (stride nb per row) and, for
 // Q4_K, the reordered qs xr ([rows, nb, 256]).
 struct TileX {
@@ -166,8 +184,20 @@ struct TileX {
   int64_t nb;
 };
 
-template <int MR, int NR, bool kPrefetch>
+// Q5_K's fifth bits: bit s of qh[l] belongs to value l of sub-block s. Plane vector k (sub-blocks
+// 4c + e and 4c + 2 + e, k = 2c + e) tests bit 4c + e in its low 32 bytes and 4c + 2 + e in its
+// high 32 against qh repeated in both halves.
+inline __m512i Q5KBitSelect(int k) {
+  const int lo = 4 * (k / 2) + k % 2;
+  return _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << lo)),
+                            _mm256_set1_epi8(static_cast<char>(1 << (lo + 2))), 1);
+}
+
+// Q4_K, or Q5_K (Block = BlockQ5_K: the same scales, mins and nibble planes, plus 16 added to
+// each value whose bit in qh is set).
+template <typename Block, int MR, int NR, bool kPrefetch>
 inline void Q4KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* y, int64_t ldy) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[MR][NR];
   TG_UNROLL
@@ -176,10 +206,10 @@ inline void Q4KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < x.nb; ++b) {
-    if constexpr (kPrefetch) Prefetch<NR, sizeof(BlockQ4_K)>(w0, row_bytes, b);
+    if constexpr (kPrefetch) Prefetch<NR, sizeof(Block)>(w0, row_bytes, b);
     TG_UNROLL
     for (int j = 0; j < NR; ++j) {
-      const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w0 + j * row_bytes)[b];
+      const Block& blk = reinterpret_cast<const Block*>(w0 + j * row_bytes)[b];
       const __m512i words = _mm512_castsi256_si512(Q4KScaleWords(blk.scales));
       __m512i sc[4], wq[4];
       TG_UNROLL
@@ -191,6 +221,14 @@ inline void Q4KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
         const __m512i q = Load512(blk.qs + 64 * c);
         wq[2 * c] = _mm512_and_si512(q, m4);
         wq[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+      }
+      if constexpr (kQ5) {
+        const __m512i qh = _mm512_broadcast_i64x4(Load256(blk.qh));
+        TG_UNROLL
+        for (int k = 0; k < 4; ++k) {
+          const __mmask64 hi = _mm512_test_epi8_mask(qh, Q5KBitSelect(k));
+          wq[k] = _mm512_mask_add_epi8(wq[k], hi, wq[k], _mm512_set1_epi8(16));
+        }
       }
       // F32 d and dmin broadcast; each activation row multiplies in its own d.
       const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(
@@ -210,6 +248,79 @@ inline void Q4KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
         acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[i][j]);
         acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(m)),
                                      _mm512_mul_ps(dm, dx), acc[i][j]);
+      }
+    }
+  }
+  StoreTile<MR, NR>(acc, y, ldy);
+}
+
+// IQ4_XS's 8 signed sub-block scales (ls - 32) as int16 words 0-7: the low nibbles of
+// scales_l in sub-block order, the 2-bit fields of scales_h shifted into bits 4-5.
+inline __m128i IQ4XSScaleWords(const BlockIQ4_XS& blk) {
+  uint32_t l;
+  std::memcpy(&l, blk.scales_l, 4);
+  const __m128i lv = _mm_cvtsi32_si128(static_cast<int>(l));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m128i low = _mm_cvtepu8_epi16(
+      _mm_unpacklo_epi8(_mm_and_si128(lv, m4), _mm_and_si128(_mm_srli_epi16(lv, 4), m4)));
+  const __m128i high = _mm_and_si128(
+      _mm_slli_epi16(_mm_srlv_epi16(_mm_set1_epi16(static_cast<int16_t>(blk.scales_h)),
+                                    _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
+                     4),
+      _mm_set1_epi16(0x30));
+  return _mm_sub_epi16(_mm_or_si128(low, high), _mm_set1_epi16(32));
+}
+
+// IQ4_XS: values are the signed table entries; as for the s8 x s8 of llama.cpp's AVX2 code, the
+// products go through VPMADDUBSW as |v| x (x negated where v < 0): |v|, |x| <= 127, so the
+// int16 pairs stay below 32767, and each lane's int32 sum below 2^24 (scales |ls - 32| <= 32).
+template <int MR, int NR, bool kPrefetch>
+inline void IQ4XSTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* y, int64_t ldy) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i table =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  __m512 acc[MR][NR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < x.nb; ++b) {
+    if constexpr (kPrefetch) Prefetch<NR, sizeof(BlockIQ4_XS)>(w0, row_bytes, b);
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) {
+      const BlockIQ4_XS& blk = reinterpret_cast<const BlockIQ4_XS*>(w0 + j * row_bytes)[b];
+      const __m512i words = _mm512_castsi128_si512(IQ4XSScaleWords(blk));
+      // Piece 2c + e uses sub-blocks 4c .. 4c + 3, 8 words each (kQ6Scale's pattern).
+      const __m512i sc[2] = {_mm512_permutexvar_epi16(LoadIndex(kQ6Scale[0]), words),
+                             _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[1]), words)};
+      __m512i wu[4];
+      __mmask64 neg[4];
+      TG_UNROLL
+      for (int c = 0; c < 2; ++c) {
+        const __m512i q = Load512(blk.qs + 64 * c);
+        const __m512i nib[2] = {_mm512_and_si512(q, m4),
+                                _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)};
+        TG_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          const __m512i v = _mm512_shuffle_epi8(table, nib[e]);
+          wu[2 * c + e] = _mm512_abs_epi8(v);
+          neg[2 * c + e] = _mm512_movepi8_mask(v);
+        }
+      }
+      const __m512 dw = _mm512_set1_ps(half::F16ToF32(blk.d));
+      TG_UNROLL
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* xr = x.xr + (i * x.nb + b) * kQkK;
+        __m512i s = _mm512_setzero_si512();
+        TG_UNROLL
+        for (int k = 0; k < 4; ++k) {
+          const __m512i xv = Load512(xr + 64 * k);
+          const __m512i xs = _mm512_mask_sub_epi8(xv, neg[k], _mm512_setzero_si512(), xv);
+          s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wu[k], xs), sc[k / 2]);
+        }
+        const __m512 dx = _mm512_set1_ps(x.xq[i * x.nb + b].d);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[i][j]);
       }
     }
   }
@@ -319,7 +430,19 @@ void Rows512(const WeightView& w, const TileX& x, int64_t n, float* y, int64_t l
 template <int MR, int NR, bool kPrefetch>
 struct Q4KTileFn {
   static void Run(const uint8_t* w0, size_t rb, const TileX& x, float* y, int64_t ldy) {
-    Q4KTile<MR, NR, kPrefetch>(w0, rb, x, y, ldy);
+    Q4KTile<BlockQ4_K, MR, NR, kPrefetch>(w0, rb, x, y, ldy);
+  }
+};
+template <int MR, int NR, bool kPrefetch>
+struct Q5KTileFn {
+  static void Run(const uint8_t* w0, size_t rb, const TileX& x, float* y, int64_t ldy) {
+    Q4KTile<BlockQ5_K, MR, NR, kPrefetch>(w0, rb, x, y, ldy);
+  }
+};
+template <int MR, int NR, bool kPrefetch>
+struct IQ4XSTileFn {
+  static void Run(const uint8_t* w0, size_t rb, const TileX& x, float* y, int64_t ldy) {
+    IQ4XSTile<MR, NR, kPrefetch>(w0, rb, x, y, ldy);
   }
 };
 template <int MR, int NR, bool kPrefetch>
@@ -499,6 +622,9 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
                     int64_t r0, int64_t r1) {
   if (w.type == WeightType::kQ4_K) return KQuantRows<BlockQ4_K, DotQ4K>(w, xq, n, y, ldy, r0, r1);
   if (w.type == WeightType::kQ6_K) return KQuantRows<BlockQ6_K, DotQ6K>(w, xq, n, y, ldy, r0, r1);
+  if (w.type == WeightType::kQ5_K || w.type == WeightType::kIQ4_XS) {
+    return portable::GemvKQuantInt8More(w, xq, n, y, ldy, r0, r1);
+  }
 }
 }  // namespace portable
 
@@ -514,22 +640,36 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
                     int64_t r0, int64_t r1) {
 #if defined(TG_KQUANT_512)
   const int64_t nb = w.in / kQkK;
-  if (w.type == WeightType::kQ4_K) {
+  if (w.type == WeightType::kQ4_K || w.type == WeightType::kQ5_K) {
     // Reordered activations, per thread (each thread reads them for its whole row range).
     thread_local std::vector<int8_t> xr;
     xr.resize(static_cast<size_t>(n * nb * kQkK));
     ReorderForQ4K(xq, n * nb, xr.data());
-    return Rows512<Q4KTileFn, true>(w, TileX{xq, xr.data(), nb}, n, y, ldy, r0, r1);
+    const TileX x{xq, xr.data(), nb};
+    if (w.type == WeightType::kQ5_K) return Rows512<Q5KTileFn, true>(w, x, n, y, ldy, r0, r1);
+    return Rows512<Q4KTileFn, true>(w, x, n, y, ldy, r0, r1);
+  }
+  if (w.type == WeightType::kIQ4_XS) {
+    thread_local std::vector<int8_t> xr;
+    xr.resize(static_cast<size_t>(n * nb * kQkK));
+    ReorderForIQ4XS(xq, n * nb, xr.data());
+    return Rows512<IQ4XSTileFn, true>(w, TileX{xq, xr.data(), nb}, n, y, ldy, r0, r1);
   }
   if (w.type == WeightType::kQ6_K) {
     return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nb}, n, y, ldy, r0, r1);
   }
 #elif defined(__AVX2__)
+  if (w.type == WeightType::kQ5_K || w.type == WeightType::kIQ4_XS) {
+    return GemvKQuantInt8More(w, xq, n, y, ldy, r0, r1);
+  }
   if (w.type == WeightType::kQ4_K)
     return KQuantRows<BlockQ4_K, DotQ4KSimd>(w, xq, n, y, ldy, r0, r1);
   if (w.type == WeightType::kQ6_K)
     return KQuantRows<BlockQ6_K, DotQ6KSimd>(w, xq, n, y, ldy, r0, r1);
 #else
+  if (w.type == WeightType::kQ5_K || w.type == WeightType::kIQ4_XS) {
+    return GemvKQuantInt8More(w, xq, n, y, ldy, r0, r1);
+  }
   portable::GemvKQuantInt8(w, xq, n, y, ldy, r0, r1);
 #endif
 }

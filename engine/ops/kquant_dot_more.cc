@@ -240,14 +240,25 @@ void GemvKQuantInt8More(const WeightView& w, const BlockQ8_K* xq, int64_t n, flo
                         int64_t r0, int64_t r1) {
 #if defined(__AVX2__)
   switch (w.type) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+    case WeightType::kQ5_K:
+    case WeightType::kIQ4_XS:
+      // The tiles of engine/ops/kquant_dot.cc (several weight rows per pass; Q5_K as Q4_K
+      // with the fifth bit).
+      return GemvKQuantInt8(w, xq, n, y, ldy, r0, r1);
+#endif
     case WeightType::kQ2_K:
       return KQuantRows<BlockQ2_K, DotQ2KSimd>(w, xq, n, y, ldy, r0, r1);
     case WeightType::kQ3_K:
       return KQuantRows<BlockQ3_K, DotQ3KSimd>(w, xq, n, y, ldy, r0, r1);
+#if !(defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__))
     case WeightType::kQ5_K:
       return KQuantRows<BlockQ5_K, DotQ5KSimd>(w, xq, n, y, ldy, r0, r1);
+#endif
+#if !(defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__))
     case WeightType::kIQ4_XS:
       return KQuantRows<BlockIQ4_XS, DotIQ4XSSimd>(w, xq, n, y, ldy, r0, r1);
+#endif
     default:
       return;
   }

@@ -47,6 +47,7 @@ void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, flo
 // Portable C++ versions (same integer sums; float summation order may differ), exposed so that
 // the tests compare them with the SIMD path on every machine.
 namespace portable {
+void QuantizeActivationsQ8_1(const float* x, int64_t n, int64_t in, BlockQ8_1* xq);
 void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                         int64_t r0, int64_t r1);
 }  // namespace portable

@@ -58,9 +58,16 @@ TEST_CASE("GemvKQuantInt8More against dequantize-then-F32, row ranges, SIMD = po
       std::vector<float> ya(n * out), yb(n * out);
       GemvKQuantInt8More(w, xq.data(), n, ya.data(), out, 0, out);
       portable::GemvKQuantInt8More(w, xq.data(), n, yb.data(), out, 0, out);
-      for (size_t k = 0; k < ya.size(); ++k) {
-        INFO(k);
-        CHECK(ya[k] == Approx(yb[k]).epsilon(1e-5).margin(1e-6));
+      // The same exact int32 sums per super-block; the AVX-512 Q5_K tiles add them in another
+      // F32 order (per lane, mins apart), so the bound is on the sum of the magnitudes, as for
+      // the Q4_K / Q6_K tiles in kquant_dot_test.cc.
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t r = 0; r < out; ++r) {
+          double mag = 0;
+          for (int64_t k = 0; k < in; ++k) mag += std::fabs(x[i * in + k] * wf[r * in + k]);
+          INFO("i " << i << " r " << r);
+          CHECK(std::fabs(ya[i * out + r] - yb[i * out + r]) <= 1e-5 * mag + 1e-6);
+        }
       }
     }
   }

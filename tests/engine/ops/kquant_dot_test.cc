@@ -1,5 +1,5 @@
-// Q4_K / Q6_K int8 kernels (fast mode) against the dequantized weights times the F32
-// activations, within the error the Q8_K activation quantization allows: each activation moves
+// Q4_K / Q5_K / Q6_K / IQ4_XS int8 kernels (fast mode) against the dequantized weights times the
+// F32 activations, within the error the Q8_K activation quantization allows: each activation moves
 // by at most half a quantization step (amax / 127 / 2 of its block), so
 // |y - exact| <= sum_k |w_k| * step(k) / 2, plus F32 rounding.
 #include "engine/ops/kquant_dot.h"
@@ -60,7 +60,8 @@ TEST_CASE("QuantizeActivationsQ8_K is bit-identical to the portable reference", 
 
 TEST_CASE("GemvKQuantInt8 against dequantize-then-F32, row ranges, SIMD = portable", "[quant]") {
   std::mt19937 rng(21);
-  for (WeightType t : {WeightType::kQ4_K, WeightType::kQ6_K}) {
+  for (WeightType t :
+       {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kIQ4_XS}) {
     INFO(WeightTypeName(t));
     for (int trial = 0; trial < 8; ++trial) {
       const int64_t in = 256 * (1 + rng() % 6), out = 1 + rng() % 45, n = 1 + rng() % 9;

@@ -40,6 +40,30 @@ TEST_CASE("QuantizeActivationsQ8_1: amax maps to 127, ties to even, sums", "[qua
   CHECK(q[1].s == 0.0f);
 }
 
+TEST_CASE("QuantizeActivationsQ8_1 is bit-identical to the portable version", "[quant]") {
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < 4; ++trial) {
+    const int64_t n = 1 + rng() % 3, in = 32 * (1 + rng() % 20);
+    std::vector<float> x = testing::Random(n * in, rng());
+    if (trial == 1) {
+      // Max 127 gives id = 1: every odd half is a rounding tie (to even in both).
+      for (int64_t k = 0; k < n * in; ++k) x[k] = static_cast<float>(k % 255 - 127) * 0.5f;
+      for (int64_t k = 0; k < n * in; k += 32) x[k] = 127.0f;
+    }
+    if (trial == 2) {
+      for (int k = 0; k < 32; ++k) x[k] = 0.0f;  // an all-zero block
+      x[40 % (n * in)] = -1e-30f;                // a block of one tiny value
+    }
+    std::vector<BlockQ8_1> a(n * in / 32), b(n * in / 32);
+    QuantizeActivationsQ8_1(x.data(), n, in, a.data());
+    portable::QuantizeActivationsQ8_1(x.data(), n, in, b.data());
+    for (size_t k = 0; k < a.size(); ++k) {
+      INFO("trial " << trial << " block " << k);
+      CHECK(std::memcmp(&a[k], &b[k], sizeof(BlockQ8_1)) == 0);
+    }
+  }
+}
+
 TEST_CASE("GemvSmallQuantInt8 against dequantize-then-F32, row ranges, SIMD = portable",
           "[quant]") {
   std::mt19937 rng(33);
