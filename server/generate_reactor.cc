@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "server/response_convert.h"
 #include "server/status_convert.h"
 #include "spdlog/spdlog.h"
@@ -46,41 +47,57 @@ class GenerateReactor::Sink final : public GenerationSink {
 };
 
 GenerateReactor::GenerateReactor(Engine* engine, const char* rpc, ServerMetrics* metrics,
-                                 grpc::CallbackServerContext* context, const EngineRequest* request)
+                                 grpc::CallbackServerContext* context)
     : engine_(engine),
       rpc_(rpc),
       metrics_(metrics),
       tokenizer_(engine->model().tokenizer()),
       start_(std::chrono::steady_clock::now()),
-      deadline_(context->deadline()),
-      session_id_(request != nullptr ? LoggedSessionId(request->session_id) : "-"),
-      method_(request != nullptr ? MethodName(request->decoding.method) : "-") {}
+      deadline_(context->deadline()) {}
 
-GenerateReactor* GenerateReactor::Start(Engine* engine, absl::StatusOr<EngineRequest> request,
-                                        const char* rpc, ServerMetrics* metrics,
+GenerateReactor* GenerateReactor::Start(Engine* engine,
+                                        std::function<absl::StatusOr<EngineRequest>()> build,
+                                        PromptWorkers* workers, const char* rpc,
+                                        ServerMetrics* metrics,
                                         grpc::CallbackServerContext* context) {
-  std::shared_ptr<GenerateReactor> reactor(
-      new GenerateReactor(engine, rpc, metrics, context, request.ok() ? &*request : nullptr));
+  std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(engine, rpc, metrics, context));
   reactor->self_ = reactor;
+  if (workers == nullptr) {
+    reactor->Submit(build());
+  } else if (!workers->TryPost([reactor, build = std::move(build)] { reactor->Submit(build()); })) {
+    reactor->Submit(absl::ResourceExhaustedError(
+        absl::StrCat("too many long prompts are being prepared (", workers->max_pending(),
+                     " waiting); retry later")));
+  }
+  return reactor.get();
+}
+
+void GenerateReactor::Submit(absl::StatusOr<EngineRequest> request) {
+  if (request.ok()) {
+    absl::MutexLock lock(&mu_);
+    session_id_ = LoggedSessionId(request->session_id);
+    method_ = MethodName(request->decoding.method);
+  }
+  // The reactor outlives this call: the sink holds it, and so does the caller.
   absl::StatusOr<uint64_t> id =
-      request.ok() ? engine->Submit(*std::move(request), std::make_shared<Sink>(reactor))
-                   : absl::StatusOr<uint64_t>(request.status());
+      request.ok()
+          ? engine_->Submit(*std::move(request), std::make_shared<Sink>(shared_from_this()))
+          : absl::StatusOr<uint64_t>(request.status());
   bool cancel_now = false;
   {
-    absl::MutexLock lock(&reactor->mu_);
+    absl::MutexLock lock(&mu_);
     if (id.ok()) {
-      reactor->engine_id_ = *id;
+      engine_id_ = *id;
       // OnCancel may already have run, before the id was known.
-      cancel_now = reactor->client_gone_;
+      cancel_now = client_gone_;
     } else {
       // The engine never saw the request: no OnDone will come from it.
-      reactor->engine_done_ = true;
-      reactor->final_status_ = ToGrpcStatus(id.status());
+      engine_done_ = true;
+      final_status_ = ToGrpcStatus(id.status());
     }
   }
-  if (cancel_now) engine->Cancel(*id);
-  reactor->Pump();
-  return reactor.get();
+  if (cancel_now) engine_->Cancel(*id);
+  Pump();
 }
 
 void GenerateReactor::HandleDelta(const StreamDelta& delta) {
