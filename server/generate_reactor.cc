@@ -47,10 +47,12 @@ class GenerateReactor::Sink final : public GenerationSink {
 };
 
 GenerateReactor::GenerateReactor(Engine* engine, const char* rpc, ServerMetrics* metrics,
+                                 const ShutdownClock* shutdown,
                                  grpc::CallbackServerContext* context)
     : engine_(engine),
       rpc_(rpc),
       metrics_(metrics),
+      shutdown_(shutdown),
       tokenizer_(engine->model().tokenizer()),
       start_(std::chrono::steady_clock::now()),
       deadline_(context->deadline()) {}
@@ -58,9 +60,10 @@ GenerateReactor::GenerateReactor(Engine* engine, const char* rpc, ServerMetrics*
 GenerateReactor* GenerateReactor::Start(Engine* engine,
                                         std::function<absl::StatusOr<EngineRequest>()> build,
                                         PromptWorkers* workers, const char* rpc,
-                                        ServerMetrics* metrics,
+                                        ServerMetrics* metrics, const ShutdownClock* shutdown,
                                         grpc::CallbackServerContext* context) {
-  std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(engine, rpc, metrics, context));
+  std::shared_ptr<GenerateReactor> reactor(
+      new GenerateReactor(engine, rpc, metrics, shutdown, context));
   reactor->self_ = reactor;
   if (workers == nullptr) {
     reactor->Submit(build());
@@ -180,18 +183,12 @@ void GenerateReactor::Pump() {
       action = Action::kWrite;
     } else if (client_gone_ || engine_done_) {
       finish_called_ = true;
-      if (client_gone_) {
-        // What the client sees: its deadline, or its cancel (or a shutdown's). gRPC's timer and
-        // this clock disagree by a few ms (the deadline travels as a timeout), so a cancel in
-        // the last 100 ms before the deadline counts as the deadline.
-        status = std::chrono::system_clock::now() + std::chrono::milliseconds(100) >= deadline_
-                     ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded")
-                     : grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-      } else {
-        status = final_status_;
-      }
+      status = client_gone_ ? GoneStatus() : final_status_;
       metrics_->CountRequest(rpc_, GrpcCodeName(status.error_code()));
-      if (client_gone_ && finish_reason_ == "none") finish_reason_ = "client_gone";
+      if (client_gone_ && finish_reason_ == "none") {
+        finish_reason_ = status.error_code() == grpc::StatusCode::UNAVAILABLE ? "server_shutdown"
+                                                                              : "client_gone";
+      }
       LogCompletion(status);
       action = Action::kFinish;
     }
@@ -201,6 +198,20 @@ void GenerateReactor::Pump() {
   } else if (action == Action::kFinish) {
     Finish(status);
   }
+}
+
+grpc::Status GenerateReactor::GoneStatus() const {
+  const auto now = std::chrono::system_clock::now();
+  if (shutdown_->IsShutdownCancel(now)) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the server is shutting down (cancelled at the end of its grace period)");
+  }
+  // gRPC's timer and this clock disagree by a few ms (the deadline travels as a timeout), so a
+  // cancel in the last 100 ms before the deadline counts as the deadline.
+  if (now + std::chrono::milliseconds(100) >= deadline_) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
 }
 
 void GenerateReactor::OnWriteDone(bool ok) {

@@ -28,6 +28,7 @@
 #include "server/prompt_workers.h"
 #include "server/request_convert.h"
 #include "server/server_metrics.h"
+#include "server/shutdown_clock.h"
 #include "textgen/v1/textgen.pb.h"
 
 namespace textgen::server {
@@ -43,9 +44,12 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   // worker runs it). The returned pointer is handed to gRPC, which owns it until OnDone. `rpc`
   // ("Generate", "Chat") names the stream in the metrics and logs. `metrics` (borrowed,
   // outlives the stream) gets the stream's final status, its token counts and latencies.
+  // `shutdown` (borrowed, outlives the stream) tells a cancel by the server's shutdown (logged
+  // and counted as UNAVAILABLE, what the client sees) from its client's (CANCELLED).
   static GenerateReactor* Start(Engine* engine,
                                 std::function<absl::StatusOr<EngineRequest>()> build,
                                 PromptWorkers* workers, const char* rpc, ServerMetrics* metrics,
+                                const ShutdownClock* shutdown,
                                 grpc::CallbackServerContext* context);
 
   void OnWriteDone(bool ok) override;
@@ -56,7 +60,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   class Sink;
 
   GenerateReactor(Engine* engine, const char* rpc, ServerMetrics* metrics,
-                  grpc::CallbackServerContext* context);
+                  const ShutdownClock* shutdown, grpc::CallbackServerContext* context);
+  // Why the stream ended without the engine's answer: the deadline, the shutdown or the client.
+  grpc::Status GoneStatus() const;
 
   // Submits the built request (or finishes with its error).
   void Submit(absl::StatusOr<EngineRequest> request);
@@ -76,6 +82,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   Engine* const engine_;
   const char* const rpc_;
   ServerMetrics* const metrics_;
+  const ShutdownClock* const shutdown_;
   const Tokenizer& tokenizer_;
   const std::chrono::steady_clock::time_point start_;
   // To tell a deadline from a client's cancel (both reach us as OnCancel).

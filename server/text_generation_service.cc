@@ -76,7 +76,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
                            converted->prompt_text->size() > kInlinePromptBytes;
   return GenerateReactor::Start(
       engine, [converted = std::move(converted)]() mutable { return std::move(converted); },
-      long_prompt ? &workers_ : nullptr, "Generate", metrics_, context);
+      long_prompt ? &workers_ : nullptr, "Generate", metrics_, &shutdown_, context);
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Chat(
@@ -89,7 +89,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Chat(
   if (chat_ == nullptr) {
     return GenerateReactor::Start(
         engine, [] { return absl::FailedPreconditionError("this server has no chat template"); },
-        nullptr, "Chat", metrics_, context);
+        nullptr, "Chat", metrics_, &shutdown_, context);
   }
   // Rendering and tokenizing long messages happens on a worker, from a copy: the call's request
   // may be gone by the time it runs (the client cancelled). Over the limit, Build refuses at
@@ -102,11 +102,11 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Chat(
         [engine, chat = chat_.get(), copy, limits = limits_] {
           return chat->Build(*engine, *copy, limits);
         },
-        &workers_, "Chat", metrics_, context);
+        &workers_, "Chat", metrics_, &shutdown_, context);
   }
   return GenerateReactor::Start(
       engine, [&] { return chat_->Build(*engine, *request, limits_); }, nullptr, "Chat", metrics_,
-      context);
+      &shutdown_, context);
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::Tokenize(grpc::CallbackServerContext* context,

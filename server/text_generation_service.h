@@ -20,6 +20,7 @@
 #include "server/prompt_workers.h"
 #include "server/request_convert.h"
 #include "server/server_metrics.h"
+#include "server/shutdown_clock.h"
 #include "textgen/v1/textgen.grpc.pb.h"
 
 namespace textgen::server {
@@ -37,6 +38,11 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
   // Finishes the prompt work already accepted (a long prompt's Submit) and refuses more. Call
   // after the gRPC server stopped, before the engine goes.
   void StopPromptWork() { workers_.Stop(); }
+  // The gRPC server will cancel the streams still running at `cancel_at` (the end of the
+  // shutdown's grace period): they are then logged and counted as UNAVAILABLE.
+  void StartShutdown(std::chrono::system_clock::time_point cancel_at) {
+    shutdown_.Start(cancel_at);
+  }
 
   // The engine to serve with, once loaded (borrowed: it must outlive the gRPC server). Called
   // once; RPCs before it are UNAVAILABLE.
@@ -78,6 +84,7 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
   const int kv_block_size_;
   ServerMetrics* const metrics_;
   PromptWorkers workers_;
+  ShutdownClock shutdown_;
 };
 
 }  // namespace textgen::server

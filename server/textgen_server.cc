@@ -205,6 +205,7 @@ void TextgenServer::Shutdown(absl::Duration grace) {
   if (api_ != nullptr) api_->StopAccepting();
   if (server_ != nullptr) {
     SetState(State::kDraining);
+    service_->StartShutdown(absl::ToChronoTime(deadline));
     // Returns once every call has finished: in-flight streams may complete within the grace,
     // after it gRPC cancels them (their reactors cancel the engine requests).
     server_->Shutdown(absl::ToChronoTime(deadline));
