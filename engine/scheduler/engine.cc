@@ -384,6 +384,10 @@ bool Engine::CanStart(Request& q, int reserve) {
   }
   const int held = s != nullptr ? s->table.num_blocks() : 0;
   const int need = std::max(0, q.worst_blocks - held);
+  // Evict only what would let it start: an idle session's cache is worth keeping otherwise.
+  if (need + reserve > cache_->num_free_blocks() + sessions_->EvictableBlocks()) {
+    return active_.empty();
+  }
   while (need + reserve > cache_->num_free_blocks()) {
     if (EvictIdleSession()) continue;
     // With nothing running this is all the room there will be (and Submit checked that the

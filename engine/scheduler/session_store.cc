@@ -181,6 +181,15 @@ std::shared_ptr<Session> SessionStore::EvictionCandidate() const {
   return victim;
 }
 
+int SessionStore::EvictableBlocks() const {
+  absl::MutexLock lock(&mu_);
+  int blocks = 0;
+  for (const auto& [id, s] : sessions_) {
+    if (s->holder == 0) blocks += s->table.num_blocks();
+  }
+  return blocks;
+}
+
 int SessionStore::size() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(sessions_.size());

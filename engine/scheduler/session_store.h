@@ -93,6 +93,8 @@ class SessionStore {
   // The least recently used session without a holder whose `table` holds blocks, or nullptr.
   // Scheduler thread (it reads the tables).
   std::shared_ptr<Session> EvictionCandidate() const;
+  // The blocks the eviction candidates hold together (scheduler thread).
+  int EvictableBlocks() const;
   int size() const;
 
  private:
