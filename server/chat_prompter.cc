@@ -52,6 +52,14 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 }  // namespace
 
+size_t ChatTextBytes(const v1::ChatRequest& request) {
+  size_t bytes = 0;
+  for (const v1::ChatMessage& m : request.messages()) {
+    bytes += m.role().size() + m.content().size() + m.name().size() + m.tool_call_id().size();
+  }
+  return bytes;
+}
+
 absl::StatusOr<json> ChatMessagesToJson(const v1::ChatRequest& request) {
   if (request.messages_size() == 0) {
     return absl::InvalidArgumentError("messages: at least one message is needed");
@@ -94,6 +102,9 @@ ChatPrompter::ChatPrompter(absl::StatusOr<ModelChatTemplate> chat_template)
 absl::StatusOr<EngineRequest> ChatPrompter::Build(const Engine& engine,
                                                   const v1::ChatRequest& request,
                                                   const RequestLimits& limits) const {
+  if (absl::Status st = CheckPromptBytes("messages", ChatTextBytes(request), limits); !st.ok()) {
+    return st;
+  }
   if (!template_.ok()) return absl::FailedPreconditionError(template_.status().message());
   EngineRequest out;
   auto decoding = ToDecodingOptions(request, limits);

@@ -27,6 +27,9 @@ absl::StatusOr<nlohmann::ordered_json> ChatMessagesToJson(const v1::ChatRequest&
 // give them). InvalidArgument for a name the server sets itself.
 absl::StatusOr<nlohmann::ordered_json> TemplateKwargsToJson(const v1::ChatRequest& request);
 
+// The bytes of text in the request's messages (what the prompt size limit counts).
+size_t ChatTextBytes(const v1::ChatRequest& request);
+
 // Immutable; Build is safe to call concurrently.
 class ChatPrompter {
  public:
@@ -34,8 +37,9 @@ class ChatPrompter {
   // FailedPrecondition carrying that message).
   explicit ChatPrompter(absl::StatusOr<ModelChatTemplate> chat_template);
 
-  // InvalidArgument for bad messages, kwargs or decoding fields (see ToDecodingOptions) and
-  // for a template that raises (its message); NotFound for an unknown session;
+  // InvalidArgument for bad messages, kwargs or decoding fields (see ToDecodingOptions), for
+  // messages over limits.max_prompt_bytes (before any rendering) and for a template that raises
+  // (its message); NotFound for an unknown session;
   // FailedPrecondition without a template.
   absl::StatusOr<EngineRequest> Build(const Engine& engine, const v1::ChatRequest& request,
                                       const RequestLimits& limits) const;

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "server/response_convert.h"
 #include "server/status_convert.h"
 #include "spdlog/spdlog.h"
@@ -46,41 +47,60 @@ class GenerateReactor::Sink final : public GenerationSink {
 };
 
 GenerateReactor::GenerateReactor(Engine* engine, const char* rpc, ServerMetrics* metrics,
-                                 grpc::CallbackServerContext* context, const EngineRequest* request)
+                                 const ShutdownClock* shutdown,
+                                 grpc::CallbackServerContext* context)
     : engine_(engine),
       rpc_(rpc),
       metrics_(metrics),
+      shutdown_(shutdown),
       tokenizer_(engine->model().tokenizer()),
       start_(std::chrono::steady_clock::now()),
-      deadline_(context->deadline()),
-      session_id_(request != nullptr ? LoggedSessionId(request->session_id) : "-"),
-      method_(request != nullptr ? MethodName(request->decoding.method) : "-") {}
+      deadline_(context->deadline()) {}
 
-GenerateReactor* GenerateReactor::Start(Engine* engine, absl::StatusOr<EngineRequest> request,
-                                        const char* rpc, ServerMetrics* metrics,
+GenerateReactor* GenerateReactor::Start(Engine* engine,
+                                        std::function<absl::StatusOr<EngineRequest>()> build,
+                                        PromptWorkers* workers, const char* rpc,
+                                        ServerMetrics* metrics, const ShutdownClock* shutdown,
                                         grpc::CallbackServerContext* context) {
   std::shared_ptr<GenerateReactor> reactor(
-      new GenerateReactor(engine, rpc, metrics, context, request.ok() ? &*request : nullptr));
+      new GenerateReactor(engine, rpc, metrics, shutdown, context));
   reactor->self_ = reactor;
+  if (workers == nullptr) {
+    reactor->Submit(build());
+  } else if (!workers->TryPost([reactor, build = std::move(build)] { reactor->Submit(build()); })) {
+    reactor->Submit(absl::ResourceExhaustedError(
+        absl::StrCat("too many long prompts are being prepared (", workers->max_pending(),
+                     " waiting); retry later")));
+  }
+  return reactor.get();
+}
+
+void GenerateReactor::Submit(absl::StatusOr<EngineRequest> request) {
+  if (request.ok()) {
+    absl::MutexLock lock(&mu_);
+    session_id_ = LoggedSessionId(request->session_id);
+    method_ = MethodName(request->decoding.method);
+  }
+  // The reactor outlives this call: the sink holds it, and so does the caller.
   absl::StatusOr<uint64_t> id =
-      request.ok() ? engine->Submit(*std::move(request), std::make_shared<Sink>(reactor))
-                   : absl::StatusOr<uint64_t>(request.status());
+      request.ok()
+          ? engine_->Submit(*std::move(request), std::make_shared<Sink>(shared_from_this()))
+          : absl::StatusOr<uint64_t>(request.status());
   bool cancel_now = false;
   {
-    absl::MutexLock lock(&reactor->mu_);
+    absl::MutexLock lock(&mu_);
     if (id.ok()) {
-      reactor->engine_id_ = *id;
+      engine_id_ = *id;
       // OnCancel may already have run, before the id was known.
-      cancel_now = reactor->client_gone_;
+      cancel_now = client_gone_;
     } else {
       // The engine never saw the request: no OnDone will come from it.
-      reactor->engine_done_ = true;
-      reactor->final_status_ = ToGrpcStatus(id.status());
+      engine_done_ = true;
+      final_status_ = ToGrpcStatus(id.status());
     }
   }
-  if (cancel_now) engine->Cancel(*id);
-  reactor->Pump();
-  return reactor.get();
+  if (cancel_now) engine_->Cancel(*id);
+  Pump();
 }
 
 void GenerateReactor::HandleDelta(const StreamDelta& delta) {
@@ -163,18 +183,12 @@ void GenerateReactor::Pump() {
       action = Action::kWrite;
     } else if (client_gone_ || engine_done_) {
       finish_called_ = true;
-      if (client_gone_) {
-        // What the client sees: its deadline, or its cancel (or a shutdown's). gRPC's timer and
-        // this clock disagree by a few ms (the deadline travels as a timeout), so a cancel in
-        // the last 100 ms before the deadline counts as the deadline.
-        status = std::chrono::system_clock::now() + std::chrono::milliseconds(100) >= deadline_
-                     ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded")
-                     : grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-      } else {
-        status = final_status_;
-      }
+      status = client_gone_ ? GoneStatus() : final_status_;
       metrics_->CountRequest(rpc_, GrpcCodeName(status.error_code()));
-      if (client_gone_ && finish_reason_ == "none") finish_reason_ = "client_gone";
+      if (client_gone_ && finish_reason_ == "none") {
+        finish_reason_ = status.error_code() == grpc::StatusCode::UNAVAILABLE ? "server_shutdown"
+                                                                              : "client_gone";
+      }
       LogCompletion(status);
       action = Action::kFinish;
     }
@@ -184,6 +198,20 @@ void GenerateReactor::Pump() {
   } else if (action == Action::kFinish) {
     Finish(status);
   }
+}
+
+grpc::Status GenerateReactor::GoneStatus() const {
+  const auto now = std::chrono::system_clock::now();
+  if (shutdown_->IsShutdownCancel(now)) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the server is shutting down (cancelled at the end of its grace period)");
+  }
+  // gRPC's timer and this clock disagree by a few ms (the deadline travels as a timeout), so a
+  // cancel in the last 100 ms before the deadline counts as the deadline.
+  if (now + std::chrono::milliseconds(100) >= deadline_) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
 }
 
 void GenerateReactor::OnWriteDone(bool ok) {

@@ -18,27 +18,38 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
 #include "engine/scheduler/engine.h"
+#include "server/prompt_workers.h"
 #include "server/request_convert.h"
 #include "server/server_metrics.h"
+#include "server/shutdown_clock.h"
 #include "textgen/v1/textgen.pb.h"
 
 namespace textgen::server {
 
-class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+                              public std::enable_shared_from_this<GenerateReactor> {
  public:
-  // Submits the converted request (Generate's or Chat's); on any error, the conversion's
-  // included, the stream finishes with that status. The returned pointer is handed to gRPC,
-  // which owns it until OnDone. `rpc` ("Generate", "Chat") names the stream in the metrics and
-  // logs. `metrics` (borrowed, outlives the stream) gets the stream's final status, its token
-  // counts and latencies.
-  static GenerateReactor* Start(Engine* engine, absl::StatusOr<EngineRequest> request,
-                                const char* rpc, ServerMetrics* metrics,
+  // Makes the engine request with `build` (Generate's conversion, Chat's rendering) and submits
+  // it (the engine tokenizes a text prompt in Submit); on any error, the conversion's included,
+  // the stream finishes with that status. With `workers` (a big prompt) both run there, and
+  // the stream finishes with RESOURCE_EXHAUSTED if their queue is full; without, at once on
+  // this thread. `build` must own what it reads (the call's request may be gone by the time a
+  // worker runs it). The returned pointer is handed to gRPC, which owns it until OnDone. `rpc`
+  // ("Generate", "Chat") names the stream in the metrics and logs. `metrics` (borrowed,
+  // outlives the stream) gets the stream's final status, its token counts and latencies.
+  // `shutdown` (borrowed, outlives the stream) tells a cancel by the server's shutdown (logged
+  // and counted as UNAVAILABLE, what the client sees) from its client's (CANCELLED).
+  static GenerateReactor* Start(Engine* engine,
+                                std::function<absl::StatusOr<EngineRequest>()> build,
+                                PromptWorkers* workers, const char* rpc, ServerMetrics* metrics,
+                                const ShutdownClock* shutdown,
                                 grpc::CallbackServerContext* context);
 
   void OnWriteDone(bool ok) override;
@@ -49,7 +60,12 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   class Sink;
 
   GenerateReactor(Engine* engine, const char* rpc, ServerMetrics* metrics,
-                  grpc::CallbackServerContext* context, const EngineRequest* request);
+                  const ShutdownClock* shutdown, grpc::CallbackServerContext* context);
+  // Why the stream ended without the engine's answer: the deadline, the shutdown or the client.
+  grpc::Status GoneStatus() const;
+
+  // Submits the built request (or finishes with its error).
+  void Submit(absl::StatusOr<EngineRequest> request);
 
   // Scheduler thread (through Sink).
   void HandleDelta(const StreamDelta& delta);
@@ -66,18 +82,19 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   Engine* const engine_;
   const char* const rpc_;
   ServerMetrics* const metrics_;
+  const ShutdownClock* const shutdown_;
   const Tokenizer& tokenizer_;
   const std::chrono::steady_clock::time_point start_;
   // To tell a deadline from a client's cancel (both reach us as OnCancel).
   const std::chrono::system_clock::time_point deadline_;
-  // For the completion log line ("-" when the request did not convert).
-  const std::string session_id_;
-  const std::string method_;
 
   // gRPC's reference; reset in OnDone.
   std::shared_ptr<GenerateReactor> self_;
 
   absl::Mutex mu_;
+  // For the completion log line ("-" when the request did not convert).
+  std::string session_id_ ABSL_GUARDED_BY(mu_) = "-";
+  std::string method_ ABSL_GUARDED_BY(mu_) = "-";
   std::optional<uint64_t> engine_id_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;

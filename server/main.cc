@@ -72,6 +72,10 @@ and while draining after SIGTERM, SERVING in between.
   --default-max-new-tokens N   used when a request leaves max_new_tokens at 0; such requests
                                stop at the context limit instead of failing (default 256)
   --max-max-new-tokens N       largest max_new_tokens a request may ask for (default 4096)
+  --max-prompt-bytes N         most bytes of prompt text one request may send (Generate's
+                               prompt, Chat's messages, Tokenize's text, the HTTP API's prompt
+                               and messages); larger ones are refused (INVALID_ARGUMENT /
+                               HTTP 400) before any tokenizing (default 1048576)
   --shutdown-grace SECONDS     on SIGTERM/SIGINT, in-flight streams get this long to finish
                                before they are cancelled (default 10)
   --log-level LEVEL            debug, info, warn or error (default info)
@@ -200,6 +204,10 @@ Flags ParseFlags(int argc, char** argv) {
       {"--max-max-new-tokens",
        [&](auto& n, auto& v) {
          o.limits.max_max_new_tokens = static_cast<int>(ParseInt(n, v, 1, kIntMax));
+       }},
+      {"--max-prompt-bytes",
+       [&](auto& n, auto& v) {
+         o.limits.max_prompt_bytes = static_cast<size_t>(ParseInt(n, v, 1, int64_t{1} << 30));
        }},
       {"--shutdown-grace",
        [&](auto& n, auto& v) { o.shutdown_grace = absl::Seconds(ParseSeconds(n, v)); }},

@@ -118,6 +118,13 @@ absl::StatusOr<DecodingMethod> ResolveMethod(const Req& r) {
 
 }  // namespace
 
+absl::Status CheckPromptBytes(const char* field, size_t bytes, const RequestLimits& limits) {
+  if (bytes <= limits.max_prompt_bytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", bytes,
+                                                 " bytes of text, over the server's limit of ",
+                                                 limits.max_prompt_bytes, " bytes"));
+}
+
 template <typename Req>
 absl::StatusOr<DecodingOptions> ToDecodingOptions(const Req& request, const RequestLimits& limits) {
   DecodingOptions d;
@@ -191,6 +198,9 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
     return absl::InvalidArgumentError("exactly one of prompt and prompt_ids must be set");
   }
   if (has_text) {
+    if (absl::Status st = CheckPromptBytes("prompt", request.prompt().size(), limits); !st.ok()) {
+      return st;
+    }
     out.prompt_text = request.prompt();
   } else {
     out.prompt_ids.assign(request.prompt_ids().begin(), request.prompt_ids().end());

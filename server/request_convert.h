@@ -17,7 +17,14 @@ struct RequestLimits {
   int default_max_new_tokens = 256;
   // Largest max_new_tokens a client may ask for.
   int max_max_new_tokens = 4096;
+  // Most bytes of text in one request's prompt (Generate's prompt, a chat's message contents,
+  // Tokenize's text, the HTTP API's prompt or messages): checked before any tokenizing, so
+  // that no request can make the server tokenize megabytes it will refuse anyway.
+  size_t max_prompt_bytes = 1 << 20;
 };
+
+// InvalidArgument naming `field` when `bytes` is over limits.max_prompt_bytes.
+absl::Status CheckPromptBytes(const char* field, size_t bytes, const RequestLimits& limits);
 
 // The decoding fields, which GenerateRequest and ChatRequest share by name and meaning (`Req`
 // is one of the two). The method is resolved first (unset: BEAM if a beam field is set, else
@@ -27,8 +34,8 @@ struct RequestLimits {
 template <typename Req>
 absl::StatusOr<DecodingOptions> ToDecodingOptions(const Req& request, const RequestLimits& limits);
 
-// ToDecodingOptions, and InvalidArgument for both or neither of prompt / prompt_ids and for
-// add_bos with prompt_ids.
+// ToDecodingOptions, and InvalidArgument for both or neither of prompt / prompt_ids, for
+// add_bos with prompt_ids and for a prompt over limits.max_prompt_bytes.
 absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request,
                                               const RequestLimits& limits);
 

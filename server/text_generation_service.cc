@@ -1,7 +1,10 @@
 #include "server/text_generation_service.h"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "engine/format/dtype.h"
 #include "server/generate_reactor.h"
 #include "server/response_convert.h"
@@ -20,9 +23,23 @@ class FinishedStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
 
 }  // namespace
 
+namespace {
+
+// One worker for every two cores: long prompts get at most half the machine, the rest is left
+// to the engine and to gRPC. Beyond 32 waiting, long prompts are refused at once.
+int PromptThreads() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+}
+constexpr int kMaxPendingPrompts = 32;
+
+}  // namespace
+
 TextGenerationService::TextGenerationService(RequestLimits limits, int kv_block_size,
                                              ServerMetrics* metrics)
-    : limits_(limits), kv_block_size_(kv_block_size), metrics_(metrics) {}
+    : limits_(limits),
+      kv_block_size_(kv_block_size),
+      metrics_(metrics),
+      workers_(PromptThreads(), kMaxPendingPrompts) {}
 
 grpc::Status TextGenerationService::GetEngine(Engine** engine) const {
   *engine = engine_.load(std::memory_order_acquire);
@@ -35,10 +52,15 @@ grpc::Status TextGenerationService::GetEngine(Engine** engine) const {
 grpc::ServerUnaryReactor* TextGenerationService::FinishUnary(grpc::CallbackServerContext* context,
                                                              const char* method,
                                                              const grpc::Status& status) {
-  metrics_->CountRequest(method, GrpcCodeName(status.error_code()));
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(status);
+  FinishUnary(reactor, method, status);
   return reactor;
+}
+
+void TextGenerationService::FinishUnary(grpc::ServerUnaryReactor* reactor, const char* method,
+                                        const grpc::Status& status) {
+  metrics_->CountRequest(method, GrpcCodeName(status.error_code()));
+  reactor->Finish(status);
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
@@ -48,8 +70,13 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
     metrics_->CountRequest("Generate", GrpcCodeName(st.error_code()));
     return new FinishedStream(st);
   }
-  return GenerateReactor::Start(engine, ToEngineRequest(*request, limits_), "Generate", metrics_,
-                                context);
+  // Converting copies the prompt (after checking its size); the engine tokenizes it in Submit.
+  absl::StatusOr<EngineRequest> converted = ToEngineRequest(*request, limits_);
+  const bool long_prompt = converted.ok() && converted->prompt_text.has_value() &&
+                           converted->prompt_text->size() > kInlinePromptBytes;
+  return GenerateReactor::Start(
+      engine, [converted = std::move(converted)]() mutable { return std::move(converted); },
+      long_prompt ? &workers_ : nullptr, "Generate", metrics_, &shutdown_, context);
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Chat(
@@ -59,10 +86,27 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Chat(
     metrics_->CountRequest("Chat", GrpcCodeName(st.error_code()));
     return new FinishedStream(st);
   }
-  absl::StatusOr<EngineRequest> converted =
-      chat_ != nullptr ? chat_->Build(*engine, *request, limits_)
-                       : absl::FailedPreconditionError("this server has no chat template");
-  return GenerateReactor::Start(engine, std::move(converted), "Chat", metrics_, context);
+  if (chat_ == nullptr) {
+    return GenerateReactor::Start(
+        engine, [] { return absl::FailedPreconditionError("this server has no chat template"); },
+        nullptr, "Chat", metrics_, &shutdown_, context);
+  }
+  // Rendering and tokenizing long messages happens on a worker, from a copy: the call's request
+  // may be gone by the time it runs (the client cancelled). Over the limit, Build refuses at
+  // once without rendering.
+  const size_t bytes = ChatTextBytes(*request);
+  if (bytes > kInlinePromptBytes && bytes <= limits_.max_prompt_bytes) {
+    auto copy = std::make_shared<const v1::ChatRequest>(*request);
+    return GenerateReactor::Start(
+        engine,
+        [engine, chat = chat_.get(), copy, limits = limits_] {
+          return chat->Build(*engine, *copy, limits);
+        },
+        &workers_, "Chat", metrics_, &shutdown_, context);
+  }
+  return GenerateReactor::Start(
+      engine, [&] { return chat_->Build(*engine, *request, limits_); }, nullptr, "Chat", metrics_,
+      &shutdown_, context);
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::Tokenize(grpc::CallbackServerContext* context,
@@ -70,13 +114,29 @@ grpc::ServerUnaryReactor* TextGenerationService::Tokenize(grpc::CallbackServerCo
                                                           v1::TokenizeResponse* response) {
   Engine* engine = nullptr;
   if (grpc::Status st = GetEngine(&engine); !st.ok()) return FinishUnary(context, "Tokenize", st);
-  const Tokenizer& tok = engine->model().tokenizer();
-  // Same rule as a Generate prompt: BOS only when the model uses it.
-  for (int32_t id : tok.Encode(request->text(), request->add_special() && tok.add_bos())) {
-    response->add_ids(id);
-    response->add_pieces(ValidUtf8(tok.TokenBytes(id)));
+  if (absl::Status st = CheckPromptBytes("text", request->text().size(), limits_); !st.ok()) {
+    return FinishUnary(context, "Tokenize", ToGrpcStatus(st));
   }
-  return FinishUnary(context, "Tokenize", grpc::Status::OK);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The call (request and response) lives until Finish, so the work may read and write them.
+  auto tokenize = [this, engine, request, response, reactor] {
+    const Tokenizer& tok = engine->model().tokenizer();
+    // Same rule as a Generate prompt: BOS only when the model uses it.
+    for (int32_t id : tok.Encode(request->text(), request->add_special() && tok.add_bos())) {
+      response->add_ids(id);
+      response->add_pieces(ValidUtf8(tok.TokenBytes(id)));
+    }
+    FinishUnary(reactor, "Tokenize", grpc::Status::OK);
+  };
+  if (request->text().size() <= kInlinePromptBytes) {
+    tokenize();
+  } else if (!workers_.TryPost(tokenize)) {
+    FinishUnary(reactor, "Tokenize",
+                grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             absl::StrCat("too many long texts are being tokenized (",
+                                          kMaxPendingPrompts, " waiting); retry later")));
+  }
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(

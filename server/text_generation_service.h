@@ -2,6 +2,11 @@
 // through a GenerateReactor; the unary RPCs are quick (no model work) and finish on the gRPC
 // thread. Until SetEngine (while the model loads) every RPC fails with UNAVAILABLE. Every RPC is
 // counted in the metrics with its final status.
+//
+// Work per request on gRPC's threads is bounded: texts over RequestLimits::max_prompt_bytes are
+// refused before any tokenizing, and a text over kInlinePromptBytes (Generate's prompt, a
+// chat's messages, Tokenize's text) is prepared and tokenized on the PromptWorkers instead, so
+// that health checks and small requests stay fast while clients send long prompts.
 #ifndef TEXTGEN_SERVER_TEXT_GENERATION_SERVICE_H_
 #define TEXTGEN_SERVER_TEXT_GENERATION_SERVICE_H_
 
@@ -12,17 +17,32 @@
 
 #include "engine/scheduler/engine.h"
 #include "server/chat_prompter.h"
+#include "server/prompt_workers.h"
 #include "server/request_convert.h"
 #include "server/server_metrics.h"
+#include "server/shutdown_clock.h"
 #include "textgen/v1/textgen.grpc.pb.h"
 
 namespace textgen::server {
 
 class TextGenerationService final : public v1::TextGeneration::CallbackService {
  public:
+  // Texts larger than this are tokenized on the prompt workers (tokenizing this many bytes
+  // takes about a millisecond).
+  static constexpr size_t kInlinePromptBytes = 8 << 10;
+
   // `kv_block_size` is reported by GetModelInfo. Borrows `metrics`, which must outlive the gRPC
   // server this service is registered with.
   TextGenerationService(RequestLimits limits, int kv_block_size, ServerMetrics* metrics);
+
+  // Finishes the prompt work already accepted (a long prompt's Submit) and refuses more. Call
+  // after the gRPC server stopped, before the engine goes.
+  void StopPromptWork() { workers_.Stop(); }
+  // The gRPC server will cancel the streams still running at `cancel_at` (the end of the
+  // shutdown's grace period): they are then logged and counted as UNAVAILABLE.
+  void StartShutdown(std::chrono::system_clock::time_point cancel_at) {
+    shutdown_.Start(cancel_at);
+  }
 
   // The engine to serve with, once loaded (borrowed: it must outlive the gRPC server). Called
   // once; RPCs before it are UNAVAILABLE.
@@ -54,12 +74,17 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
   // Finishes a unary RPC with `status`, counting it under `method`.
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, const char* method,
                                         const grpc::Status& status);
+  // The same with the call's reactor (context->DefaultReactor() may be taken only once).
+  void FinishUnary(grpc::ServerUnaryReactor* reactor, const char* method,
+                   const grpc::Status& status);
 
   std::atomic<Engine*> engine_{nullptr};
   std::unique_ptr<const ChatPrompter> chat_;
   const RequestLimits limits_;
   const int kv_block_size_;
   ServerMetrics* const metrics_;
+  PromptWorkers workers_;
+  ShutdownClock shutdown_;
 };
 
 }  // namespace textgen::server

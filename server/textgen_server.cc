@@ -2,6 +2,7 @@
 
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -91,6 +92,9 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
                                             : options.engine.max_active_requests +
                                                   options.engine.max_queued_requests + 16;
     http.timeout = options.http_timeout;
+    // Room for a prompt of the largest size allowed, JSON-escaped, and the rest of the body.
+    http.max_body_bytes =
+        std::max<size_t>(http.max_body_bytes, 2 * options.limits.max_prompt_bytes + (1 << 20));
     absl::StatusOr<std::unique_ptr<HttpListener>> listener =
         HttpListener::Start(options.http_listen, "the HTTP API", http,
                             [api = s->api_.get()](httplib::Server& h) { api->AddRoutes(h); });
@@ -201,10 +205,13 @@ void TextgenServer::Shutdown(absl::Duration grace) {
   if (api_ != nullptr) api_->StopAccepting();
   if (server_ != nullptr) {
     SetState(State::kDraining);
+    service_->StartShutdown(absl::ToChronoTime(deadline));
     // Returns once every call has finished: in-flight streams may complete within the grace,
     // after it gRPC cancels them (their reactors cancel the engine requests).
     server_->Shutdown(absl::ToChronoTime(deadline));
     server_->Wait();
+    // A long prompt's Submit may still be queued although its stream has ended.
+    service_->StopPromptWork();
     spdlog::debug("gRPC server stopped");
   }
   // The same grace for the HTTP API's completions, then cancelled; Stop waits for its workers.

@@ -89,9 +89,12 @@ absl::Status ValidateBeamSearchOptions(const BeamSearchOptions& o) {
   for (int32_t id : o.eog_ids) {
     if (id < 0) return absl::InvalidArgumentError(absl::StrCat("eog_ids must be >= 0, got ", id));
   }
-  if (!std::isfinite(o.length_penalty)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("length_penalty must be finite, got ", o.length_penalty));
+  // Bounded so that a score, cum_logprob / len^length_penalty, stays finite for any length
+  // (-3e38 made it -inf); HF and vLLM use values around 0.5..2.
+  if (!(std::fabs(o.length_penalty) <= kMaxLengthPenalty)) {
+    return absl::InvalidArgumentError(absl::StrCat("length_penalty must be in [",
+                                                   -kMaxLengthPenalty, ", ", kMaxLengthPenalty,
+                                                   "], got ", o.length_penalty));
   }
   switch (o.early_stopping) {
     case EarlyStopping::kHeuristic:

@@ -43,10 +43,11 @@ struct BeamSearchOptions {
 
 // InvalidArgument naming the parameter and its range, e.g. "num_beams must be in [1, 16], got 0",
 // "num_return_sequences must be in [1, num_beams=4], got 5", "max_new_tokens must be >= 1, got 0",
-// "eos_id must be >= -1, got -2", "length_penalty must be finite, got nan".
+// "eos_id must be >= -1, got -2", "length_penalty must be in [-10, 10], got nan".
 absl::Status ValidateBeamSearchOptions(const BeamSearchOptions& o);
 
 inline constexpr int kMaxBeams = 16;
+inline constexpr float kMaxLengthPenalty = 10;
 
 struct BeamHypothesis {
   std::vector<int32_t> ids;      // generated tokens (EOS included when it ended so)

@@ -1,7 +1,6 @@
 #include "engine/scheduler/engine.h"
 
 #include <algorithm>
-#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +22,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   auto e = std::unique_ptr<Engine>(new Engine());
   e->options_ = options;
   TG_ASSIGN_OR_RETURN(e->model_, Model::Load(options.model_path, options.model));
+  e->sessions_ = std::make_unique<SessionStore>(options.max_sessions, options.session_ttl);
   const ModelConfig& c = e->model_->config();
   KvCacheOptions kv;
   kv.n_layers = c.n_layers;
@@ -65,13 +65,6 @@ Engine::~Engine() {
   if (thread_.joinable()) thread_.join();
 }
 
-int Engine::BlocksToStart(int prompt_tokens, const DecodingOptions& d) const {
-  const int bs = cache_->block_size();
-  // The prompt's blocks are shared by all beams; each beam may copy the partial last block.
-  const int beams = d.method == DecodingMethod::kBeam ? d.beam.num_beams : 1;
-  return (prompt_tokens + bs) / bs + beams;
-}
-
 int Engine::WorstCaseBlocks(int prompt_tokens, const DecodingOptions& d) const {
   const int bs = cache_->block_size();
   const int beams = d.method == DecodingMethod::kBeam ? d.beam.num_beams : 1;
@@ -82,69 +75,67 @@ int Engine::WorstCaseBlocks(int prompt_tokens, const DecodingOptions& d) const {
   return (prompt + bs - 1) / bs + beams * ((generated + bs - 1) / bs + 1);
 }
 
-namespace {
-
-bool IsSessionId(const std::string& id) {
-  if (id.size() != 32) return false;
-  for (char ch : id) {
-    if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
+absl::Status Engine::CheckFits(const Session* session, int held_tokens, int prompt_tokens,
+                               DecodingOptions& d) const {
+  const int n_ctx = model_->config().n_ctx;
+  if (session != nullptr) {
+    // The client may have sent two tokens: what does not fit is the conversation.
+    const bool too_long =
+        prompt_tokens >= n_ctx ||
+        (d.context_overflow == ContextOverflow::kError && !d.stop_at_context_limit &&
+         int64_t{prompt_tokens} + d.max_new_tokens > n_ctx);
+    if (too_long) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the session is full: it holds ", held_tokens, " tokens of the model's ", n_ctx,
+          "-token context, and with this turn the prompt is ", prompt_tokens, " tokens",
+          prompt_tokens < n_ctx ? absl::StrCat(" + max_new_tokens ", d.max_new_tokens) : "",
+          "; delete the session and start a new one",
+          prompt_tokens < n_ctx ? " (or lower max_new_tokens)" : ""));
+    }
   }
-  return true;
+  TG_RETURN_IF_ERROR(ValidateDecodingOptions(d, n_ctx, prompt_tokens));
+  const int total = cache_->num_total_blocks();
+  if (WorstCaseBlocks(prompt_tokens, d) <= total) return absl::OkStatus();
+  // The largest max_new_tokens whose worst case fits the whole pool (0 if none does).
+  DecodingOptions probe = d;
+  int lo = 0, hi = d.max_new_tokens;
+  while (lo < hi) {
+    probe.max_new_tokens = lo + (hi - lo + 1) / 2;
+    if (WorstCaseBlocks(prompt_tokens, probe) <= total) {
+      lo = probe.max_new_tokens;
+    } else {
+      hi = probe.max_new_tokens - 1;
+    }
+  }
+  if (d.stop_at_context_limit && lo >= 1) {
+    // The client left the length to the server: as much as the pool can ever hold.
+    d.max_new_tokens = d.beam.max_new_tokens = lo;
+    return absl::OkStatus();
+  }
+  const int beams = d.method == DecodingMethod::kBeam ? d.beam.num_beams : 1;
+  return absl::ResourceExhaustedError(
+      absl::StrCat("this request can never fit the KV cache: a ", prompt_tokens,
+                   "-token prompt and ", "max_new_tokens ", d.max_new_tokens,
+                   beams > 1 ? absl::StrCat(" for each of ", beams, " beams") : "", " may need ",
+                   WorstCaseBlocks(prompt_tokens, d), " blocks of ", cache_->block_size(),
+                   " tokens; the pool holds ", total,
+                   lo >= 1 ? absl::StrCat(": with this prompt at most max_new_tokens ", lo, " fits")
+                           : ": even this prompt does not fit; send a shorter one"));
 }
-
-std::string RandomSessionId() {
-  // 128 bits from the OS entropy source: ids must not be guessable.
-  std::random_device rd;
-  std::string id;
-  for (int i = 0; i < 4; ++i) id += absl::StrFormat("%08x", rd());
-  return id;
-}
-
-}  // namespace
 
 absl::StatusOr<std::string> Engine::CreateSession(const std::string& requested_id) {
-  if (!requested_id.empty() && !IsSessionId(requested_id)) {
-    return absl::InvalidArgumentError(
-        "session_id must be 32 lowercase hex characters (128 random bits)");
-  }
-  absl::MutexLock lock(&mu_);
-  if (static_cast<int>(sessions_.size()) >= options_.max_sessions) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("session limit reached (", options_.max_sessions, ")"));
-  }
-  std::string id = requested_id.empty() ? RandomSessionId() : requested_id;
-  if (sessions_.contains(id)) {
-    return absl::AlreadyExistsError(absl::StrCat("session ", id, " already exists"));
-  }
-  auto session = std::make_shared<SessionState>();
-  session->id = id;
-  session->last_used = absl::Now();
-  sessions_[id] = std::move(session);
-  return id;
+  return sessions_->Create(requested_id);
 }
 
 absl::Status Engine::DeleteSession(const std::string& id) {
+  TG_RETURN_IF_ERROR(sessions_->Delete(id));
   absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("unknown session ", id));
-  it->second->deleted = true;
-  retired_.push_back(std::move(it->second));
-  sessions_.erase(it);
+  sessions_deleted_ = true;
   return absl::OkStatus();
 }
 
 absl::StatusOr<SessionAttachment> Engine::GetSessionAttachment(const std::string& id) const {
-  absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("unknown session ", id));
-  return SessionAttachment{it->second->attachment, it->second->version};
-}
-
-absl::Status Engine::CheckSessionVersion(const SessionState& s,
-                                         std::optional<uint64_t> version) const {
-  if (!version.has_value() || *version == s.version) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("session ", s.id, " changed (another turn ended) since this turn was built"));
+  return sessions_->GetAttachment(id);
 }
 
 absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
@@ -161,24 +152,22 @@ absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
           "prompt_ids: token id ", id, " is outside the vocabulary [0, ", c.n_vocab, ")"));
     }
   }
-  std::shared_ptr<SessionState> session;
-  std::vector<int32_t> prompt;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("the engine is shutting down");
-    if (!request.session_id.empty()) {
-      auto it = sessions_.find(request.session_id);
-      if (it == sessions_.end()) {
-        return absl::NotFoundError(absl::StrCat("unknown or expired session ", request.session_id));
-      }
-      if (it->second->busy) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("session ", request.session_id, " already has a request running"));
-      }
-      session = it->second;
-      TG_RETURN_IF_ERROR(CheckSessionVersion(*session, request.session_version));
-      if (request.session_prompt == SessionPrompt::kAppend) prompt = session->tokens;
+  }
+  std::shared_ptr<Session> session;
+  std::vector<int32_t> held;  // the session's tokens
+  uint64_t version = 0;       // the session's version they are of
+  std::vector<int32_t> prompt;
+  if (!request.session_id.empty()) {
+    TG_ASSIGN_OR_RETURN(
+        session, sessions_->FindFree(request.session_id, request.session_version, &held, &version));
+    if (request.decoding.context_overflow == ContextOverflow::kSlide) {
+      return absl::InvalidArgumentError(
+          "context_overflow: slide is not supported within a session yet");
     }
+    if (request.session_prompt == SessionPrompt::kAppend) prompt = held;
   }
   if (request.prompt_text.has_value()) {
     // BOS starts a document: only on a conversation's first turn, unless asked explicitly.
@@ -188,17 +177,14 @@ absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
   } else {
     prompt.insert(prompt.end(), request.prompt_ids.begin(), request.prompt_ids.end());
   }
-  if (session != nullptr && request.decoding.context_overflow == ContextOverflow::kSlide) {
-    return absl::InvalidArgumentError(
-        "context_overflow: slide is not supported within a session yet");
-  }
+  const int prompt_tokens = static_cast<int>(prompt.size());
   TG_RETURN_IF_ERROR(
-      ValidateDecodingOptions(request.decoding, c.n_ctx, static_cast<int>(prompt.size())));
-  if (BlocksToStart(static_cast<int>(prompt.size()), request.decoding) >
-      cache_->num_total_blocks()) {
-    return absl::ResourceExhaustedError(absl::StrCat("the KV cache (", cache_->num_total_blocks(),
-                                                     " blocks of ", cache_->block_size(),
-                                                     " tokens) cannot hold this request's prompt"));
+      CheckFits(session.get(), static_cast<int>(held.size()), prompt_tokens, request.decoding));
+  // What of the session's K/V can serve this prompt: the tokens both start with.
+  int shared_prefix = 0;
+  const size_t n = std::min(prompt.size(), held.size());
+  while (static_cast<size_t>(shared_prefix) < n && prompt[shared_prefix] == held[shared_prefix]) {
+    ++shared_prefix;
   }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the engine is shutting down");
@@ -206,41 +192,41 @@ absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
     return absl::ResourceExhaustedError(absl::StrCat(
         "request queue full (", options_.max_queued_requests, " waiting); retry later"));
   }
-  if (session != nullptr) {
-    // Re-check under the same lock that claims it: another request may have raced us.
-    if (session->deleted) {
-      return absl::NotFoundError(absl::StrCat("unknown or expired session ", session->id));
-    }
-    if (session->busy) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("session ", session->id, " already has a request running"));
-    }
-    TG_RETURN_IF_ERROR(CheckSessionVersion(*session, request.session_version));
-    session->busy = true;
-    session->last_used = absl::Now();
-  }
   const uint64_t id = next_id_++;
-  // What of the session's K/V can serve this prompt: the tokens both start with (all of the
-  // session's when appending, unless a turn ended in between, which the version check catches
-  // for callers that care).
-  int shared_prefix = 0;
-  if (session != nullptr) {
-    const size_t n = std::min(prompt.size(), session->tokens.size());
-    while (static_cast<size_t>(shared_prefix) < n &&
-           prompt[shared_prefix] == session->tokens[shared_prefix]) {
-      ++shared_prefix;
-    }
-  }
-  queue_.push_back(Pending{id, std::move(prompt), std::move(request.decoding), std::move(session),
-                           std::move(sink), shared_prefix, std::move(request.session_attachment)});
-  cancelled_[id] = false;
+  // Claimed under the lock that queues it; at the version `held` is of, so that a turn ending
+  // in between (which would make `held` stale) is caught.
+  if (session != nullptr) TG_RETURN_IF_ERROR(sessions_->Claim(*session, id, version));
+  Request r;
+  r.id = id;
+  r.worst_blocks = WorstCaseBlocks(prompt_tokens, request.decoding);
+  r.prompt = std::move(prompt);
+  r.decoding = std::move(request.decoding);
+  r.session = std::move(session);
+  r.sink = std::move(sink);
+  r.shared_prefix = shared_prefix;
+  r.attachment = std::move(request.session_attachment);
+  queue_.push_back(std::move(r));
   return id;
 }
 
 void Engine::Cancel(uint64_t id) {
   absl::MutexLock lock(&mu_);
-  auto it = cancelled_.find(id);
-  if (it != cancelled_.end()) it->second = true;
+  auto queued =
+      std::find_if(queue_.begin(), queue_.end(), [id](const Request& r) { return r.id == id; });
+  if (queued != queue_.end()) {
+    // At once: a client that gave up must not hold a queue place (the next Submit would see
+    // ResourceExhausted) or its session (FailedPrecondition) until the scheduler gets to it.
+    if (queued->session != nullptr) sessions_->Release(*queued->session, id);
+    cancelled_queued_.push_back(std::move(*queued));
+    queue_.erase(queued);
+    return;
+  }
+  auto running = running_.find(id);
+  if (running == running_.end()) return;
+  running->second.cancel = true;
+  // The session can take its next turn at once: a cancelled turn leaves the conversation as it
+  // was, and the next one starts once the K/V cache comes back at the step boundary.
+  if (running->second.session != nullptr) sessions_->Release(*running->second.session, id);
 }
 
 EngineStats Engine::Stats() const {
@@ -249,69 +235,89 @@ EngineStats Engine::Stats() const {
   s.kv_blocks_total = cache_->num_total_blocks();
   s.kv_blocks_free = kv_free_;
   s.queued = static_cast<int>(queue_.size());
-  s.active = active_count_;
+  s.active = static_cast<int>(running_.size());
   s.active_sequences = active_sequences_;
-  s.sessions = static_cast<int>(sessions_.size());
+  s.sessions = sessions_->size();
   s.steps = steps_;
   return s;
 }
 
 void Engine::Loop() {
   while (true) {
+    std::vector<Request> cancelled;
     {
       absl::MutexLock lock(&mu_);
       // Sleep until there is work or a stop; wake now and then to expire idle sessions.
       auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !queue_.empty() || !active_.empty() || !retired_.empty();
+        return stopping_ || !queue_.empty() || !active_.empty() || !cancelled_queued_.empty() ||
+               sessions_deleted_;
       };
       mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
       if (stopping_) break;
+      sessions_deleted_ = false;
+      cancelled.swap(cancelled_queued_);
     }
+    for (Request& r : cancelled) Retire(r, absl::CancelledError("cancelled before it started"));
     CollectSessions();
     Admit();
     if (!active_.empty()) Step();
   }
   // Shutdown: everything in flight ends as cancelled; sessions' blocks are freed.
-  std::deque<Pending> queued;
+  std::deque<Request> queued;
+  std::vector<Request> cancelled;
   {
     absl::MutexLock lock(&mu_);
     queued.swap(queue_);
+    cancelled.swap(cancelled_queued_);
   }
-  for (Pending& p : queued) p.sink->OnDone(absl::CancelledError("the engine shut down"));
-  for (Active& a : active_) {
+  for (Request& r : cancelled) Retire(r, absl::CancelledError("cancelled before it started"));
+  for (Request& r : queued) Retire(r, absl::CancelledError("the engine shut down"));
+  for (Request& a : active_) {
     a.generation->Abort();
-    absl::StatusOr<GenerationResult> r = a.generation->TakeResult();
-    ReturnSession(a, r);
-    a.sink->OnDone(std::move(r));
+    Retire(a, a.generation->TakeResult());
   }
   active_.clear();
-  std::vector<std::shared_ptr<SessionState>> all;
+  for (auto& session : sessions_->TakeAll()) cache_->Free(session->table);
+}
+
+void Engine::Retire(Request& r, absl::StatusOr<GenerationResult> result) {
+  if (r.generation != nullptr) {
+    ReturnSession(r, result);
+    r.generation.reset();  // frees its blocks before kv_free_ is read
+  } else if (r.session != nullptr) {
+    sessions_->Release(*r.session, r.id);
+  }
+  // Settled before the client hears of it, so that what it sees next (e.g. Stats) already
+  // reflects the end of its request.
   {
     absl::MutexLock lock(&mu_);
-    for (auto& [id, session] : sessions_) all.push_back(session);
-    for (auto& session : retired_) all.push_back(session);
-    retired_.clear();
+    running_.erase(r.id);
+    kv_free_ = cache_->num_free_blocks();
   }
-  for (auto& session : all) cache_->Free(session->table);
+  r.sink->OnDone(std::move(result));
+}
+
+void Engine::ReturnSession(Request& a, const absl::StatusOr<GenerationResult>& result) {
+  if (a.session == nullptr) return;
+  Session& s = *a.session;
+  BlockTable kept = a.generation->ReleaseCache();
+  const SessionStore::TurnEnd end =
+      sessions_->EndTurn(s, a.id, a.prompt, a.shared_prefix, result, a.attachment);
+  // `kept` holds the K/V of a prefix of the prompt and answer: the whole conversation once the
+  // generation's catch-up ran, else less (cancelled, no room), which the next turn recomputes.
+  if (kept.num_tokens > end.valid_tokens) cache_->Truncate(kept, end.valid_tokens);
+  s.lent = false;
+  // A session deleted after EndTurn is collected later by this thread, table and all.
+  if (end.deleted) {
+    cache_->Free(kept);
+  } else {
+    s.table = std::move(kept);
+  }
 }
 
 void Engine::CollectSessions() {
-  std::vector<std::shared_ptr<SessionState>> gone;
-  {
-    absl::MutexLock lock(&mu_);
-    gone.swap(retired_);
-    const absl::Time now = absl::Now();
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      auto current = it++;
-      SessionState& s = *current->second;
-      if (!s.busy && now - s.last_used > options_.session_ttl) {
-        s.deleted = true;
-        gone.push_back(std::move(current->second));
-        sessions_.erase(current);
-      }
-    }
-  }
-  // A busy deleted session still lends its table to a running request; Complete frees it.
+  // A deleted session whose table is lent to a running request: ReturnSession frees it.
+  std::vector<std::shared_ptr<Session>> gone = sessions_->TakeGone(absl::Now());
   for (auto& session : gone) cache_->Free(session->table);
   if (!gone.empty()) {
     absl::MutexLock lock(&mu_);
@@ -320,158 +326,96 @@ void Engine::CollectSessions() {
 }
 
 bool Engine::EvictIdleSession() {
-  std::shared_ptr<SessionState> victim;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& [id, session] : sessions_) {
-      if (session->busy || session->table.empty()) continue;
-      if (victim == nullptr || session->last_used < victim->last_used) victim = session;
-    }
-  }
+  std::shared_ptr<Session> victim = sessions_->EvictionCandidate();
   if (victim == nullptr) return false;
   // Its tokens stay; the next turn recomputes their K/V.
   cache_->Free(victim->table);
-  spdlog::debug("evicted the KV blocks of idle session {}", victim->id);
+  spdlog::debug("evicted the KV blocks of idle session {}...", victim->id.substr(0, 8));
   return true;
 }
 
-void Engine::ReturnSession(Active& a, const absl::StatusOr<GenerationResult>& result) {
-  if (a.session == nullptr) return;
-  BlockTable kept = a.generation->ReleaseCache();
-  int valid = 0;  // leading tokens of the session's conversation that `kept` may hold
-  bool deleted = false;
-  {
-    absl::MutexLock lock(&mu_);
-    SessionState& s = *a.session;
-    if (result.ok() && !result->hypotheses.empty()) {
-      // The conversation now holds the prompt and the best answer.
-      s.tokens = a.prompt;
-      const auto& ids = result->hypotheses[0].ids;
-      s.tokens.insert(s.tokens.end(), ids.begin(), ids.end());
-      ++s.version;
-      if (a.attachment) s.attachment = a.attachment(*result);
-      valid = static_cast<int>(s.tokens.size());
-    } else {
-      // The conversation stays as it was; only the prompt tokens it shares with it are valid.
-      valid = std::min(a.shared_prefix, static_cast<int>(s.tokens.size()));
-    }
-    deleted = s.deleted;
-  }
-  // `kept` holds the K/V of a prefix of the prompt and answer: the whole conversation once the
-  // generation's catch-up ran, else less (cancelled, no room), which the next turn recomputes.
-  if (kept.num_tokens > valid) cache_->Truncate(kept, valid);
-  {
-    absl::MutexLock lock(&mu_);
-    SessionState& s = *a.session;
-    s.busy = false;
-    s.last_used = absl::Now();
-    deleted = s.deleted;
-    if (!deleted) s.table = std::move(kept);
-  }
-  if (deleted) cache_->Free(kept);
-}
-
-void Engine::DropCancelledQueued() {
-  std::vector<Pending> dropped;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      if (cancelled_[it->id]) {
-        cancelled_.erase(it->id);
-        if (it->session != nullptr) it->session->busy = false;
-        dropped.push_back(std::move(*it));
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (Pending& p : dropped) p.sink->OnDone(absl::CancelledError("cancelled before it started"));
-}
-
 void Engine::Admit() {
-  DropCancelledQueued();
   while (static_cast<int>(active_.size()) < options_.max_active_requests) {
-    Pending p;
-    bool cancelled = false;
+    std::optional<Request> r;
     {
       absl::MutexLock lock(&mu_);
-      if (queue_.empty()) return;
-      Pending& front = queue_.front();
-      cancelled = cancelled_[front.id];
-      if (!cancelled) {
-        // Admit only what can run to its end: every running request keeps room for the most
-        // blocks it may still take (its remaining prompt chunks, max_new_tokens per beam), and
-        // the newcomer needs its own worst case beyond the session blocks it already holds. Why:
-        // over-committing the pool would end a running stream with RESOURCE_EXHAUSTED when
-        // decode growth runs out of blocks (seen at 16 streams of 128+128 tokens in a 256 MiB
-        // pool). The cost is less concurrency when clients ask for long max_new_tokens.
-        int reserve = 0;
-        for (const Active& a : active_) {
-          reserve += std::max(0, a.worst_blocks - a.generation->blocks_in_use());
-        }
-        // A session's K/V beyond the prefix the prompt shares with it is stale: drop it now
-        // (a partly used last block is kept; Append copies it first if it is shared).
-        if (front.session != nullptr && front.session->table.num_tokens > front.shared_prefix) {
-          cache_->Truncate(front.session->table, front.shared_prefix);
-        }
-        const int held = front.session != nullptr ? front.session->table.num_blocks() : 0;
-        const int need = std::max(
-            0, WorstCaseBlocks(static_cast<int>(front.prompt.size()), front.decoding) - held);
-        if (need + reserve > cache_->num_free_blocks() && !active_.empty()) {
-          mu_.Unlock();
-          const bool evicted = EvictIdleSession();
-          mu_.Lock();
-          if (evicted) continue;
-          return;  // wait for running requests to free blocks (FIFO: no overtaking)
-        }
-      }
-      p = std::move(queue_.front());
-      queue_.pop_front();
-      if (cancelled) {
-        cancelled_.erase(p.id);
-      } else {
-        ++active_count_;
-      }
+      r = TakeStartable();
     }
-    if (cancelled) {
-      if (p.session != nullptr) {
-        absl::MutexLock lock(&mu_);
-        p.session->busy = false;
-      }
-      p.sink->OnDone(absl::CancelledError("cancelled before it started"));
-      continue;
-    }
-    std::shared_ptr<GenerationSink> sink = p.sink;
-    BlockTable* cached = p.session != nullptr ? &p.session->table : nullptr;
-    auto g = Generation::Create(
-        model_->llama(), model_->tokenizer(), *cache_, p.prompt, p.decoding,
-        [sink](const StreamDelta& d) { sink->OnDelta(d); }, cached);
-    if (!g.ok()) {
-      {
-        absl::MutexLock lock(&mu_);
-        --active_count_;
-        cancelled_.erase(p.id);
-        if (p.session != nullptr) p.session->busy = false;
-      }
-      sink->OnDone(g.status());
-      continue;
-    }
-    if (p.session != nullptr) (*g)->KeepCacheForNextTurn();
-    Active a;
-    a.id = p.id;
-    a.generation = std::move(g).value();
-    a.session = std::move(p.session);
-    a.prompt = std::move(p.prompt);
-    a.sink = std::move(sink);
-    a.worst_blocks = WorstCaseBlocks(static_cast<int>(a.prompt.size()), p.decoding);
-    a.shared_prefix = p.shared_prefix;
-    a.attachment = std::move(p.attachment);
-    active_.push_back(std::move(a));
+    if (!r.has_value()) return;
+    Start(*std::move(r));
   }
 }
 
-int Engine::Prepare(Active& a, int max_prompt_tokens) {
+std::optional<Engine::Request> Engine::TakeStartable() {
+  // Admit only what can run to its end: every running request keeps room for the most blocks it
+  // may still take (its remaining prompt chunks, max_new_tokens per beam). Why: over-committing
+  // the pool would end a running stream with RESOURCE_EXHAUSTED when decode growth runs out of
+  // blocks (seen at 16 streams of 128+128 tokens in a 256 MiB pool). The cost is less
+  // concurrency when clients ask for long max_new_tokens.
+  int reserve = 0;
+  for (const Request& a : active_) {
+    reserve += std::max(0, a.worst_blocks - a.generation->blocks_in_use());
+  }
+  for (size_t i = 0; i < queue_.size(); ++i) {
+    Request& q = queue_[i];
+    if (CanStart(q, reserve)) {
+      for (size_t j = 0; j < i; ++j) ++queue_[j].overtaken;
+      Request r = std::move(q);
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      running_[r.id] = Running{r.session, false};
+      return r;
+    }
+    // A request that must wait does not hold back those behind it that fit now (a 4-token
+    // request behind one waiting for half the pool), but only so often: then all wait for it,
+    // so that it cannot starve.
+    if (q.overtaken >= options_.max_overtakes) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool Engine::CanStart(Request& q, int reserve) {
+  Session* s = q.session.get();
+  // A cancelled turn still has the session's K/V; it comes back at the step boundary.
+  if (s != nullptr && s->lent) return false;
+  // A session's K/V beyond the prefix the prompt shares with it is stale: drop it now (a partly
+  // used last block is kept; Append copies it first if it is shared).
+  if (s != nullptr && s->table.num_tokens > q.shared_prefix) {
+    cache_->Truncate(s->table, q.shared_prefix);
+  }
+  const int held = s != nullptr ? s->table.num_blocks() : 0;
+  const int need = std::max(0, q.worst_blocks - held);
+  // Evict only what would let it start: an idle session's cache is worth keeping otherwise.
+  if (need + reserve > cache_->num_free_blocks() + sessions_->EvictableBlocks()) {
+    return active_.empty();
+  }
+  while (need + reserve > cache_->num_free_blocks()) {
+    if (EvictIdleSession()) continue;
+    // With nothing running this is all the room there will be (and Submit checked that the
+    // request fits the whole pool).
+    return active_.empty();
+  }
+  return true;
+}
+
+void Engine::Start(Request r) {
+  std::shared_ptr<GenerationSink> sink = r.sink;
+  BlockTable* cached = r.session != nullptr ? &r.session->table : nullptr;
+  auto g = Generation::Create(
+      model_->llama(), model_->tokenizer(), *cache_, r.prompt, r.decoding,
+      [sink](const StreamDelta& d) { sink->OnDelta(d); }, cached);
+  if (!g.ok()) {
+    Retire(r, g.status());
+    return;
+  }
+  if (r.session != nullptr) {
+    (*g)->KeepCacheForNextTurn();
+    r.session->lent = true;
+  }
+  r.generation = std::move(g).value();
+  active_.push_back(std::move(r));
+}
+
+int Engine::Prepare(Request& a, int max_prompt_tokens) {
   const size_t before = seqs_.size();
   a.first_seq = before;
   a.seqs = 0;
@@ -491,16 +435,17 @@ void Engine::Step() {
   seqs_.clear();
   {
     absl::MutexLock lock(&mu_);
-    for (Active& a : active_) {
-      if (cancelled_[a.id]) a.generation->Cancel();
+    for (Request& a : active_) {
+      auto it = running_.find(a.id);
+      if (it != running_.end() && it->second.cancel) a.generation->Cancel();
     }
   }
   // Decode tokens first: one per running sequence, always. Then prompt chunks, oldest request
   // first (active_ is in admission order), each taking what remains of the budget, so a prompt
   // may start in the step in which an older one finishes.
-  std::vector<Active*> prefilling;
+  std::vector<Request*> prefilling;
   int decode_tokens = 0;
-  for (Active& a : active_) {
+  for (Request& a : active_) {
     a.seqs = 0;
     a.decode_tokens = a.prompt_tokens = 0;
     if (a.generation->prefilling()) {
@@ -512,7 +457,7 @@ void Engine::Step() {
   }
   int budget = std::max(0, options_.max_step_tokens - decode_tokens);
   int prompt_tokens = 0;
-  for (Active* a : prefilling) {
+  for (Request* a : prefilling) {
     a->prompt_tokens = Prepare(*a, budget);
     budget -= a->prompt_tokens;
     prompt_tokens += a->prompt_tokens;
@@ -528,16 +473,9 @@ void Engine::Step() {
       for (auto it = active_.rbegin(); it != active_.rend(); ++it) {
         if (!it->generation->done()) {
           it->generation->Abort();
-          Active victim = std::move(*it);
+          Request victim = std::move(*it);
           active_.erase(std::next(it).base());
-          ReturnSession(victim, st);
-          {
-            absl::MutexLock lock(&mu_);
-            --active_count_;
-            cancelled_.erase(victim.id);
-            kv_free_ = cache_->num_free_blocks();
-          }
-          victim.sink->OnDone(st);
+          Retire(victim, st);
           break;
         }
       }
@@ -551,7 +489,7 @@ void Engine::Step() {
       if (seqs_[k].logits) rows += seqs_[k].all_logits ? seqs_[k].tokens.size() : 1;
     }
     const int vocab = model_->config().n_vocab;
-    for (Active& a : active_) {
+    for (Request& a : active_) {
       if (a.seqs == 0) continue;
       absl::Status cs =
           a.generation->ConsumeStep(logits_.data() + row_of_seq_[a.first_seq] * vocab);
@@ -562,7 +500,7 @@ void Engine::Step() {
     report.prompt_tokens = prompt_tokens;
   }
   // Finished requests leave at the step boundary.
-  std::vector<Active> done;
+  std::vector<Request> done;
   for (auto it = active_.begin(); it != active_.end();) {
     if (it->generation->done()) {
       done.push_back(std::move(*it));
@@ -571,25 +509,16 @@ void Engine::Step() {
       ++it;
     }
   }
-  // Settle sessions and counters before telling the clients, so that what they see next
-  // (e.g. Stats) already reflects the end of their request.
-  std::vector<absl::StatusOr<GenerationResult>> results;
-  for (Active& a : done) {
-    results.push_back(a.generation->TakeResult());
-    ReturnSession(a, results.back());
-  }
   int sequences = 0;
-  for (const Active& a : active_) sequences += a.seqs;
+  for (const Request& a : active_) sequences += static_cast<int>(a.seqs);
   {
     absl::MutexLock lock(&mu_);
     report.step = ++steps_;
-    active_count_ -= static_cast<int>(done.size());
     active_sequences_ = sequences;
-    for (const Active& a : done) cancelled_.erase(a.id);
     kv_free_ = cache_->num_free_blocks();
   }
   if (options_.step_observer && !seqs_.empty()) options_.step_observer(report);
-  for (size_t i = 0; i < done.size(); ++i) done[i].sink->OnDone(std::move(results[i]));
+  for (Request& a : done) Retire(a, a.generation->TakeResult());
 }
 
 }  // namespace textgen

@@ -21,6 +21,7 @@
 #include "engine/decoding/generation.h"
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/model.h"
+#include "engine/scheduler/session_store.h"
 
 namespace textgen {
 
@@ -61,6 +62,12 @@ struct EngineOptions {
   // still prefilling, oldest first, each taking what remains: a long prompt is prefilled over
   // several steps instead of stalling every other stream for one long pass.
   int max_step_tokens = 512;
+  // A queued request that cannot start yet (its worst case does not fit the KV pool beside the
+  // running requests' reservations, or its session's cache is still with a cancelled turn) lets
+  // later requests that can start now go first, but is overtaken at most this many times: then
+  // the queue waits for it (the running requests end within their max_new_tokens, so it
+  // starts). 0: strict FIFO.
+  int max_overtakes = 16;
   // Conversations kept at once; CreateSession beyond it fails with ResourceExhausted.
   int max_sessions = 1024;
   // A session unused this long is deleted (its blocks freed).
@@ -101,7 +108,9 @@ struct EngineRequest {
   std::optional<bool> add_bos;
   // Continue this session: the prompt is appended to its tokens; the generated answer (the best
   // hypothesis) becomes part of it. NotFound if unknown or expired, FailedPrecondition if the
-  // session already has a request running.
+  // session already has a request running (a cancelled one no longer counts) or if the
+  // conversation and this turn no longer fit the context (the message says how full it is).
+  // A turn that fails or is cancelled leaves the conversation as it was.
   std::string session_id;
   SessionPrompt session_prompt = SessionPrompt::kAppend;
   // With session_id: FailedPrecondition unless the session is still at this version (see
@@ -112,13 +121,6 @@ struct EngineRequest {
   // Must return quickly. Unset: the attachment stays as it is.
   std::function<std::string(const GenerationResult&)> session_attachment;
   DecodingOptions decoding;
-};
-
-// What a caller keeps with a session besides its tokens (e.g. a chat's messages), opaque to the
-// engine, and the session's version: it grows by one whenever a turn ends with an answer.
-struct SessionAttachment {
-  std::string attachment;
-  uint64_t version = 0;
 };
 
 struct EngineStats {
@@ -145,10 +147,15 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Validates the request (InvalidArgument naming the field), then queues it. ResourceExhausted
-  // at once when the queue is full or the request could never fit the KV pool. Returns the
+  // at once when the queue is full or when the request's worst case (its prompt and
+  // max_new_tokens for every beam, capped by the context) could never fit the whole KV pool:
+  // the message says what would fit. The one exception: a request whose max_new_tokens was left
+  // to the server (stop_at_context_limit) gets at most what the pool can hold. Returns the
   // request id for Cancel.
   absl::StatusOr<uint64_t> Submit(EngineRequest request, std::shared_ptr<GenerationSink> sink);
-  // Stops the request at the next step boundary (its blocks are freed then). Unknown or
+  // A queued request leaves the queue at once, and its session (if any) can take the next turn
+  // at once; a running one stops at the next step boundary (its blocks are freed then), its
+  // session free at once. The sink's OnDone follows on the scheduler thread. Unknown or
   // finished ids are ignored.
   void Cancel(uint64_t id);
 
@@ -168,66 +175,60 @@ class Engine {
   EngineStats Stats() const;
 
  private:
-  // A conversation. `tokens`, `busy`, `attachment` and `version` are guarded by mu_; `table`
-  // (the KV of tokens[0, table.num_tokens)) belongs to the scheduler thread.
-  struct SessionState {
-    std::string id;
-    std::vector<int32_t> tokens;
-    std::string attachment;
-    uint64_t version = 0;
-    BlockTable table;
-    bool busy = false;
-    bool deleted = false;
-    absl::Time last_used;
-  };
-  struct Pending {
-    uint64_t id;
+  // One request from Submit to its end: queued (no generation yet), then running.
+  struct Request {
+    uint64_t id = 0;
     std::vector<int32_t> prompt;  // the whole conversation for session requests
     DecodingOptions decoding;
-    std::shared_ptr<SessionState> session;
+    std::shared_ptr<Session> session;
     std::shared_ptr<GenerationSink> sink;
     // Sessions: how many leading prompt tokens equal the session's tokens (the most K/V that
     // may be reused), and the attachment callback.
     int shared_prefix = 0;
     std::function<std::string(const GenerationResult&)> attachment;
-  };
-  struct Active {
-    uint64_t id;
+    int worst_blocks = 0;  // WorstCaseBlocks: the most it may ever hold
+    int overtaken = 0;     // queued: later requests started before it
+    // Running (scheduler thread).
     std::unique_ptr<Generation> generation;
-    std::shared_ptr<SessionState> session;
-    std::vector<int32_t> prompt;
-    std::shared_ptr<GenerationSink> sink;
     // This step's share: sequences seqs_[first_seq, first_seq + seqs) and their tokens.
     size_t first_seq = 0;
     size_t seqs = 0;
     int decode_tokens = 0;
     int prompt_tokens = 0;
-    int worst_blocks = 0;   // WorstCaseBlocks at admission: the most it may ever hold
-    int shared_prefix = 0;  // as Pending's
-    std::function<std::string(const GenerationResult&)> attachment;
+  };
+  // What Cancel needs to know of a running request.
+  struct Running {
+    std::shared_ptr<Session> session;
+    bool cancel = false;
   };
 
   Engine() = default;
+  // Submit's checks of a request's size against the context (a session's: FailedPrecondition
+  // saying how full it is) and the KV pool (see Submit).
+  absl::Status CheckFits(const Session* session, int held_tokens, int prompt_tokens,
+                         DecodingOptions& d) const;
   void Loop();
-  // Ends queued requests whose cancel was asked, wherever they wait in the queue: a client that
-  // gave up must not hold a queue place (and cause ResourceExhausted) until a slot frees.
-  void DropCancelledQueued();
-  // Moves queued requests into the active set while the pool can hold their prompts.
+  // Moves queued requests that can start into the active set (see max_overtakes).
   void Admit();
+  // Under mu_: takes the first queued request that can start now, or nullopt.
+  std::optional<Request> TakeStartable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `q` can start beside the running requests' reservations; evicts idle sessions'
+  // blocks to make room. Drops the stale part of its session's cache.
+  bool CanStart(Request& q, int reserve);
+  void Start(Request r);
   void Step();
   // Appends a's sequences for this step (at most max_prompt_tokens prompt tokens); returns how
   // many tokens they hold. A request that fails to prepare is aborted and adds nothing.
-  int Prepare(Active& a, int max_prompt_tokens);
-  // Blocks a request needs to start: its prompt for every beam it may fork into.
-  int BlocksToStart(int prompt_tokens, const DecodingOptions& d) const;
+  int Prepare(Request& a, int max_prompt_tokens);
   // The most blocks a request can hold before it ends: its prompt, and max_new_tokens (capped
   // by the context) for each beam with a partial-block copy each.
   int WorstCaseBlocks(int prompt_tokens, const DecodingOptions& d) const;
-  // FailedPrecondition naming the session if `version` is set and differs from its own.
-  absl::Status CheckSessionVersion(const SessionState& s, std::optional<uint64_t> version) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Hands a finished request's conversation and KV cache back to its session, if any.
-  void ReturnSession(Active& a, const absl::StatusOr<GenerationResult>& result);
+  // The one place a request ends, whatever the path (finished, failed, cancelled queued or
+  // running, shutdown): hands its session back, drops its bookkeeping, then tells its sink.
+  // Scheduler thread.
+  void Retire(Request& r, absl::StatusOr<GenerationResult> result);
+  // Hands a finished request's conversation and KV cache back to its session.
+  void ReturnSession(Request& a, const absl::StatusOr<GenerationResult>& result);
   // Scheduler thread: frees blocks of deleted and expired sessions.
   void CollectSessions();
   // Scheduler thread: frees the least recently used idle session's blocks (its tokens stay and
@@ -237,22 +238,23 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvCache> cache_;
   EngineOptions options_;
+  std::unique_ptr<SessionStore> sessions_;
 
+  // Locked before sessions_' own mutex when both are held.
   mutable absl::Mutex mu_;
-  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, bool> cancelled_ ABSL_GUARDED_BY(mu_);  // id -> cancel asked
+  std::deque<Request> queue_ ABSL_GUARDED_BY(mu_);
+  // Requests that left the queue by a cancel, for the scheduler to retire.
+  std::vector<Request> cancelled_queued_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Running> running_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool sessions_deleted_ ABSL_GUARDED_BY(mu_) = false;  // wakes the scheduler to free them
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  int active_count_ ABSL_GUARDED_BY(mu_) = 0;
   int active_sequences_ ABSL_GUARDED_BY(mu_) = 0;
   int kv_free_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<std::string, std::shared_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);
-  // Sessions removed from sessions_ whose blocks the scheduler has yet to free.
-  std::vector<std::shared_ptr<SessionState>> retired_ ABSL_GUARDED_BY(mu_);
 
   // Scheduler thread only.
-  std::vector<Active> active_;
+  std::vector<Request> active_;
   std::vector<ForwardSeq> seqs_;
   std::vector<float> logits_;
   std::vector<size_t> row_of_seq_;  // [seqs_.size()] index of a sequence's first logits row

@@ -206,6 +206,23 @@ absl::Status ParsePrompt(const json& body, CompletionRequest* r) {
   return absl::OkStatus();
 }
 
+// The prompt's text, or the messages' contents, against the size limit: before any rendering
+// or tokenizing.
+absl::Status CheckTextBytes(const CompletionRequest& r, const RequestLimits& limits) {
+  size_t bytes = r.prompt_text.has_value() ? r.prompt_text->size() : 0;
+  for (const json& m : r.messages) {
+    auto content = m.find("content");
+    if (content != m.end() && content->is_string()) {
+      bytes += content->get_ref<const std::string&>().size();
+    }
+  }
+  const char* field = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
+  if (absl::Status st = CheckPromptBytes(field, bytes, limits); !st.ok()) {
+    return WithParam(st, field);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseStop(const JsonFields& f, std::vector<std::string>* out) {
   const json* v = f.Get("stop");
   if (v == nullptr) return absl::OkStatus();
@@ -428,6 +445,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std:
   } else {
     TG_RETURN_IF_ERROR(ParsePrompt(j, &r));
   }
+  TG_RETURN_IF_ERROR(CheckTextBytes(r, limits));
   TG_RETURN_IF_ERROR(ParseStreamOptions(f, &r));
   TG_RETURN_IF_ERROR(ParseStop(f, &r.decoding.stop));
   TG_RETURN_IF_ERROR(ParseLengthAndLogprobs(f, limits, &r));

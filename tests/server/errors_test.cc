@@ -1,5 +1,6 @@
 // Bad requests get the right gRPC status, with a message that names the problem.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <functional>
 
 #include "tests/server/server_test_util.h"
@@ -91,6 +92,12 @@ TEST_CASE("each bad Generate input gets its status", "[server][errors]") {
        grpc::StatusCode::INVALID_ARGUMENT, "num_beams applies only to method BEAM"},
       {"n_keep without sliding", [](auto* r) { r->set_n_keep(2); },
        grpc::StatusCode::INVALID_ARGUMENT, "n_keep"},
+      {"length_penalty -3e38 (would score -inf)",
+       [](auto* r) {
+         r->set_num_beams(2);
+         r->set_length_penalty(-3e38f);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "length_penalty must be in [-10, 10]"},
       {"unknown method", [](auto* r) { r->set_method(static_cast<v1::DecodingMethod>(7)); },
        grpc::StatusCode::INVALID_ARGUMENT, "method"},
       {"unknown session", [](auto* r) { r->set_session_id("0123456789abcdef0123456789abcdef"); },
@@ -107,6 +114,24 @@ TEST_CASE("each bad Generate input gets its status", "[server][errors]") {
     CHECK(r.status.error_code() == c.code);
     CHECK_THAT(r.status.error_message(), Catch::Contains(c.message_part));
     CHECK(r.messages.empty());
+  }
+}
+
+TEST_CASE("length_penalty at either end of its range gives finite scores", "[server][errors]") {
+  auto stub = NewStub(SharedServer());
+  for (float penalty : {-10.0f, 10.0f}) {
+    INFO("length_penalty " << penalty);
+    v1::GenerateRequest req;
+    req.set_prompt("Once upon a time");
+    req.set_max_new_tokens(24);
+    req.set_ignore_eos(true);
+    req.set_num_beams(2);
+    req.set_num_return_sequences(2);
+    req.set_length_penalty(penalty);
+    StreamResult r = RunGenerate(*stub, req);
+    REQUIRE(r.status.ok());
+    REQUIRE(r.last.hypotheses_size() == 2);
+    for (const v1::Hypothesis& h : r.last.hypotheses()) CHECK(std::isfinite(h.score()));
   }
 }
 

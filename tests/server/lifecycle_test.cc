@@ -136,6 +136,50 @@ TEST_CASE("while draining health is not SERVING and new calls are refused",
   CHECK(!reader->Finish().ok());  // cut at the end of the grace
 }
 
+// Counts the lines of `log` that contain `part`.
+int CountLines(const std::string& log, const std::string& part) {
+  int n = 0;
+  for (size_t pos = log.find(part); pos != std::string::npos; pos = log.find(part, pos + 1)) ++n;
+  return n;
+}
+
+TEST_CASE(
+    "streams cut by the shutdown are logged and counted as UNAVAILABLE, not as cancelled "
+    "by their client",
+    "[server][lifecycle]") {
+  ServerProcessOptions o;
+  o.extra_args = {"--shutdown-grace",       "1",           "--max-max-new-tokens",
+                  std::to_string(kEndless), "--log-level", "info"};
+  ServerProcess server(o);
+  auto stub = NewStub(server);
+  v1::GenerateResponse msg;
+  {
+    // One stream its client cancels...
+    grpc::ClientContext ctx;
+    auto reader = stub->Generate(&ctx, EndlessRequest());
+    REQUIRE(reader->Read(&msg));
+    ctx.TryCancel();
+    while (reader->Read(&msg)) {
+    }
+    CHECK(reader->Finish().error_code() == grpc::StatusCode::CANCELLED);
+  }
+  // ...and one still running when the grace ends.
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, EndlessRequest());
+  REQUIRE(reader->Read(&msg));
+  CHECK(server.Stop(std::chrono::seconds(10)) == 0);
+  while (reader->Read(&msg)) {
+  }
+  const grpc::Status st = reader->Finish();
+  INFO(st.error_code() << ": " << st.error_message());
+  CHECK(st.error_code() == grpc::StatusCode::UNAVAILABLE);
+  const std::string log = server.Log();
+  INFO(log);
+  CHECK(CountLines(log, "finish=client_gone status=CANCELLED cancelled by the client") == 1);
+  CHECK(CountLines(log, "finish=server_shutdown status=UNAVAILABLE the server is shutting down") ==
+        1);
+}
+
 TEST_CASE("SIGTERM with a short stream in flight lets it complete", "[server][lifecycle]") {
   ServerProcessOptions o;
   // A grace far above the stream's length (~1 s; 6 s seen under ASan on a loaded machine), so

@@ -328,7 +328,10 @@ TEST_CASE("beam_search: validation", "[beam]") {
   CHECK(ValidateBeamSearchOptions(o).message() == "eos_id must be >= -1, got -2");
   o.eos_id = 7;
   o.length_penalty = std::numeric_limits<float>::quiet_NaN();
-  CHECK(ValidateBeamSearchOptions(o).message() == "length_penalty must be finite, got nan");
+  CHECK(ValidateBeamSearchOptions(o).message() == "length_penalty must be in [-10, 10], got nan");
+  o.length_penalty = -3e38f;
+  CHECK(ValidateBeamSearchOptions(o).message() ==
+        "length_penalty must be in [-10, 10], got -3e+38");
   o.length_penalty = -0.5f;
   CHECK(ValidateBeamSearchOptions(o).ok());
 }

@@ -1,0 +1,116 @@
+// The engine's conversations: creation, lookup, the one-turn-at-a-time claim, a turn's end,
+// expiry and the choice of a session to evict. Every lookup by id goes through one private
+// function, so a rule that applies to every access (e.g. who may see a session) has one place.
+#ifndef TEXTGEN_ENGINE_SCHEDULER_SESSION_STORE_H_
+#define TEXTGEN_ENGINE_SCHEDULER_SESSION_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/decoding/generation.h"
+#include "engine/kv_cache/block_table.h"
+
+namespace textgen {
+
+// What a caller keeps with a session besides its tokens (e.g. a chat's messages), opaque to the
+// engine, and the session's version: it grows by one whenever a turn ends with an answer.
+struct SessionAttachment {
+  std::string attachment;
+  uint64_t version = 0;
+};
+
+// One conversation. `tokens`, `attachment`, `version`, `holder`, `deleted` and `last_used` are
+// guarded by the SessionStore's mutex (read and written only through it); `table` and `lent`
+// belong to the engine's scheduler thread.
+struct Session {
+  std::string id;
+  std::vector<int32_t> tokens;
+  std::string attachment;
+  uint64_t version = 0;
+  // The request taking this session's current turn (0: none). A cancel gives it up at once.
+  uint64_t holder = 0;
+  bool deleted = false;
+  absl::Time last_used;
+  // The K/V of tokens[0, table.num_tokens).
+  BlockTable table;
+  // The table is with a running request (maybe a cancelled one, whose session is free again);
+  // the next turn starts once it comes back.
+  bool lent = false;
+};
+
+// Thread-safe.
+class SessionStore {
+ public:
+  SessionStore(int max_sessions, absl::Duration ttl) : max_sessions_(max_sessions), ttl_(ttl) {}
+
+  // `requested_id` empty: a fresh unguessable id (128 random bits as 32 lowercase hex
+  // characters). Otherwise that id, which must have the same form (InvalidArgument) and be
+  // unused (AlreadyExists). ResourceExhausted at max_sessions.
+  absl::StatusOr<std::string> Create(const std::string& requested_id);
+  // Removes the session; the scheduler frees its blocks (TakeGone). NotFound if unknown.
+  absl::Status Delete(const std::string& id);
+  // A copy. NotFound if unknown or expired.
+  absl::StatusOr<SessionAttachment> GetAttachment(const std::string& id) const;
+
+  // A session that can take a turn now, with a copy of its tokens and the version they are of:
+  // NotFound if unknown or expired, FailedPrecondition if another request holds it or
+  // `version` is set and differs.
+  absl::StatusOr<std::shared_ptr<Session>> FindFree(const std::string& id,
+                                                    std::optional<uint64_t> version,
+                                                    std::vector<int32_t>* tokens,
+                                                    uint64_t* tokens_version) const;
+  // Makes `request` the session's holder, checking again what FindFree checked (the session
+  // may have changed in between).
+  absl::Status Claim(Session& s, uint64_t request, std::optional<uint64_t> version);
+  // `request` gives the session up, if it still holds it (cancelled, or failed to start).
+  void Release(Session& s, uint64_t request);
+
+  struct TurnEnd {
+    int valid_tokens = 0;  // leading conversation tokens a table kept by the turn may hold
+    bool deleted = false;  // the session is gone: the caller frees the table
+  };
+  // The end of `request`'s turn over `prompt` (the whole conversation it ran). If it still holds
+  // the session and `result` is an answer (not cancelled), the conversation becomes the prompt
+  // and the best hypothesis, the version grows and `attachment` (if set) replaces the
+  // attachment; otherwise the conversation stays as it was. Releases the session.
+  TurnEnd EndTurn(Session& s, uint64_t request, const std::vector<int32_t>& prompt,
+                  int shared_prefix, const absl::StatusOr<GenerationResult>& result,
+                  const std::function<std::string(const GenerationResult&)>& attachment);
+
+  // Sessions deleted, or unused for the TTL, since the last call (the caller frees their
+  // tables).
+  std::vector<std::shared_ptr<Session>> TakeGone(absl::Time now);
+  // Every session, deleted ones not yet taken included, removed from the store (shutdown).
+  std::vector<std::shared_ptr<Session>> TakeAll();
+  // The least recently used session without a holder whose `table` holds blocks, or nullptr.
+  // Scheduler thread (it reads the tables).
+  std::shared_ptr<Session> EvictionCandidate() const;
+  // The blocks the eviction candidates hold together (scheduler thread).
+  int EvictableBlocks() const;
+  int size() const;
+
+ private:
+  // The one lookup by id.
+  std::shared_ptr<Session> Find(const std::string& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CheckFree(const Session& s, std::optional<uint64_t> version) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const int max_sessions_;
+  const absl::Duration ttl_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  // Deleted sessions whose blocks the scheduler has yet to free.
+  std::vector<std::shared_ptr<Session>> deleted_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace textgen
+
+#endif  // TEXTGEN_ENGINE_SCHEDULER_SESSION_STORE_H_
