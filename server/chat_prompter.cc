@@ -93,7 +93,8 @@ ChatPrompter::ChatPrompter(absl::StatusOr<ModelChatTemplate> chat_template)
 
 absl::StatusOr<EngineRequest> ChatPrompter::Build(const Engine& engine,
                                                   const v1::ChatRequest& request,
-                                                  const RequestLimits& limits) const {
+                                                  const RequestLimits& limits,
+                                                  const std::string& owner) const {
   if (!template_.ok()) return absl::FailedPreconditionError(template_.status().message());
   EngineRequest out;
   auto decoding = ToDecodingOptions(request, limits);
@@ -108,8 +109,9 @@ absl::StatusOr<EngineRequest> ChatPrompter::Build(const Engine& engine,
   input.add_generation_prompt =
       request.has_add_generation_prompt() ? request.add_generation_prompt() : true;
 
+  if (absl::Status st = CheckSessionId(request.session_id()); !st.ok()) return st;
   if (!request.session_id().empty()) {
-    auto held = engine.GetSessionAttachment(request.session_id());
+    auto held = engine.GetSessionAttachment(request.session_id(), owner);
     if (!held.ok()) return held.status();
     if (!held->attachment.empty()) {
       input.messages = json::parse(held->attachment, nullptr, /*allow_exceptions=*/false);
@@ -118,6 +120,7 @@ absl::StatusOr<EngineRequest> ChatPrompter::Build(const Engine& engine,
       }
     }
     out.session_id = request.session_id();
+    out.session_owner = owner;
     out.session_prompt = SessionPrompt::kWhole;
     // Rendered from this version of the conversation: a turn that ends in between would be lost.
     out.session_version = held->version;

@@ -35,10 +35,12 @@ class ChatPrompter {
   explicit ChatPrompter(absl::StatusOr<ModelChatTemplate> chat_template);
 
   // InvalidArgument for bad messages, kwargs or decoding fields (see ToDecodingOptions) and
-  // for a template that raises (its message); NotFound for an unknown session;
-  // FailedPrecondition without a template.
+  // for a template that raises (its message) or a malformed session_id; NotFound for an
+  // unknown session or one `owner` (the caller's principal) did not create; FailedPrecondition
+  // without a template.
   absl::StatusOr<EngineRequest> Build(const Engine& engine, const v1::ChatRequest& request,
-                                      const RequestLimits& limits) const;
+                                      const RequestLimits& limits,
+                                      const std::string& owner = "") const;
 
  private:
   absl::StatusOr<ModelChatTemplate> template_;

@@ -4,6 +4,7 @@
 
 #include "engine/format/dtype.h"
 #include "server/generate_reactor.h"
+#include "server/log_safe.h"
 #include "server/response_convert.h"
 #include "server/status_convert.h"
 #include "spdlog/spdlog.h"
@@ -21,8 +22,8 @@ class FinishedStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
 }  // namespace
 
 TextGenerationService::TextGenerationService(RequestLimits limits, int kv_block_size,
-                                             ServerMetrics* metrics)
-    : limits_(limits), kv_block_size_(kv_block_size), metrics_(metrics) {}
+                                             const ApiKeys* keys, ServerMetrics* metrics)
+    : limits_(limits), kv_block_size_(kv_block_size), keys_(keys), metrics_(metrics) {}
 
 grpc::Status TextGenerationService::GetEngine(Engine** engine) const {
   *engine = engine_.load(std::memory_order_acquire);
@@ -30,6 +31,25 @@ grpc::Status TextGenerationService::GetEngine(Engine** engine) const {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
   }
   return grpc::Status::OK;
+}
+
+grpc::Status TextGenerationService::Admit(grpc::CallbackServerContext* context, const char* method,
+                                          std::string* principal, Engine** engine) const {
+  if (keys_->enabled()) {
+    absl::string_view authorization;
+    const auto& metadata = context->client_metadata();
+    if (auto it = metadata.find("authorization"); it != metadata.end()) {
+      authorization = absl::string_view(it->second.data(), it->second.size());
+    }
+    absl::StatusOr<std::string> who = keys_->Authenticate(authorization);
+    if (!who.ok()) {
+      spdlog::info("{} refused from {}: {}", method, LogSafe(context->peer()),
+                   std::string(who.status().message()));
+      return ToGrpcStatus(who.status());
+    }
+    *principal = *std::move(who);
+  }
+  return GetEngine(engine);
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::FinishUnary(grpc::CallbackServerContext* context,
@@ -44,23 +64,26 @@ grpc::ServerUnaryReactor* TextGenerationService::FinishUnary(grpc::CallbackServe
 grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+  std::string principal;
+  if (grpc::Status st = Admit(context, "Generate", &principal, &engine); !st.ok()) {
     metrics_->CountRequest("Generate", GrpcCodeName(st.error_code()));
     return new FinishedStream(st);
   }
-  return GenerateReactor::Start(engine, ToEngineRequest(*request, limits_), "Generate", metrics_,
-                                context);
+  absl::StatusOr<EngineRequest> converted = ToEngineRequest(*request, limits_);
+  if (converted.ok()) converted->session_owner = principal;
+  return GenerateReactor::Start(engine, std::move(converted), "Generate", metrics_, context);
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Chat(
     grpc::CallbackServerContext* context, const v1::ChatRequest* request) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+  std::string principal;
+  if (grpc::Status st = Admit(context, "Chat", &principal, &engine); !st.ok()) {
     metrics_->CountRequest("Chat", GrpcCodeName(st.error_code()));
     return new FinishedStream(st);
   }
   absl::StatusOr<EngineRequest> converted =
-      chat_ != nullptr ? chat_->Build(*engine, *request, limits_)
+      chat_ != nullptr ? chat_->Build(*engine, *request, limits_, principal)
                        : absl::FailedPreconditionError("this server has no chat template");
   return GenerateReactor::Start(engine, std::move(converted), "Chat", metrics_, context);
 }
@@ -69,7 +92,10 @@ grpc::ServerUnaryReactor* TextGenerationService::Tokenize(grpc::CallbackServerCo
                                                           const v1::TokenizeRequest* request,
                                                           v1::TokenizeResponse* response) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) return FinishUnary(context, "Tokenize", st);
+  std::string principal;
+  if (grpc::Status st = Admit(context, "Tokenize", &principal, &engine); !st.ok()) {
+    return FinishUnary(context, "Tokenize", st);
+  }
   const Tokenizer& tok = engine->model().tokenizer();
   // Same rule as a Generate prompt: BOS only when the model uses it.
   for (int32_t id : tok.Encode(request->text(), request->add_special() && tok.add_bos())) {
@@ -83,7 +109,8 @@ grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(
     grpc::CallbackServerContext* context, const v1::GetModelInfoRequest* request,
     v1::ModelInfo* response) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+  std::string principal;
+  if (grpc::Status st = Admit(context, "GetModelInfo", &principal, &engine); !st.ok()) {
     return FinishUnary(context, "GetModelInfo", st);
   }
   const Model& model = engine->model();
@@ -112,18 +139,23 @@ grpc::ServerUnaryReactor* TextGenerationService::CreateSession(
     grpc::CallbackServerContext* context, const v1::CreateSessionRequest* request,
     v1::Session* response) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+  std::string principal;
+  if (grpc::Status st = Admit(context, "CreateSession", &principal, &engine); !st.ok()) {
     return FinishUnary(context, "CreateSession", st);
   }
-  absl::StatusOr<std::string> id = engine->CreateSession(request->session_id());
+  const bool chosen = !request->session_id().empty();
+  const absl::Status checked = CheckChosenSessionId(request->session_id());
+  absl::StatusOr<std::string> id = checked.ok()
+                                       ? engine->CreateSession(request->session_id(), principal)
+                                       : absl::StatusOr<std::string>(checked);
   if (!id.ok()) {
-    spdlog::info("create_session requested={} status={}", ValidUtf8(request->session_id()),
-                 id.status().ToString());
+    spdlog::info("create_session chosen_by={} status={}", chosen ? "client" : "server",
+                 LogSafe(id.status().ToString()));
     return FinishUnary(context, "CreateSession", ToGrpcStatus(id.status()));
   }
   response->set_session_id(*id);
-  spdlog::info("create_session id={} chosen_by={}", *id,
-               request->session_id().empty() ? "server" : "client");
+  spdlog::info("create_session id={} chosen_by={}", LoggedSessionId(*id),
+               chosen ? "client" : "server");
   return FinishUnary(context, "CreateSession", grpc::Status::OK);
 }
 
@@ -131,11 +163,14 @@ grpc::ServerUnaryReactor* TextGenerationService::DeleteSession(
     grpc::CallbackServerContext* context, const v1::DeleteSessionRequest* request,
     v1::DeleteSessionResponse* response) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+  std::string principal;
+  if (grpc::Status st = Admit(context, "DeleteSession", &principal, &engine); !st.ok()) {
     return FinishUnary(context, "DeleteSession", st);
   }
-  absl::Status st = engine->DeleteSession(request->session_id());
-  spdlog::info("delete_session id={} status={}", ValidUtf8(request->session_id()), st.ToString());
+  absl::Status st = CheckSessionId(request->session_id());
+  if (st.ok()) st = engine->DeleteSession(request->session_id(), principal);
+  spdlog::info("delete_session id={} status={}", LoggedSessionId(request->session_id()),
+               GrpcCodeName(ToGrpcStatus(st).error_code()));
   return FinishUnary(context, "DeleteSession", ToGrpcStatus(st));
 }
 

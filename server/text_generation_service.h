@@ -2,6 +2,11 @@
 // through a GenerateReactor; the unary RPCs are quick (no model work) and finish on the gRPC
 // thread. Until SetEngine (while the model loads) every RPC fails with UNAVAILABLE. Every RPC is
 // counted in the metrics with its final status.
+//
+// With API keys every RPC first needs "authorization: Bearer KEY" metadata (UNAUTHENTICATED
+// otherwise); the key's principal owns the sessions it creates, and to anyone else they do not
+// exist (NOT_FOUND, as for an unknown id). The health and reflection services are not this
+// service: they stay open.
 #ifndef TEXTGEN_SERVER_TEXT_GENERATION_SERVICE_H_
 #define TEXTGEN_SERVER_TEXT_GENERATION_SERVICE_H_
 
@@ -11,6 +16,7 @@
 #include <memory>
 
 #include "engine/scheduler/engine.h"
+#include "server/api_keys.h"
 #include "server/chat_prompter.h"
 #include "server/request_convert.h"
 #include "server/server_metrics.h"
@@ -20,9 +26,10 @@ namespace textgen::server {
 
 class TextGenerationService final : public v1::TextGeneration::CallbackService {
  public:
-  // `kv_block_size` is reported by GetModelInfo. Borrows `metrics`, which must outlive the gRPC
-  // server this service is registered with.
-  TextGenerationService(RequestLimits limits, int kv_block_size, ServerMetrics* metrics);
+  // `kv_block_size` is reported by GetModelInfo. Borrows `keys` and `metrics`, which must
+  // outlive the gRPC server this service is registered with.
+  TextGenerationService(RequestLimits limits, int kv_block_size, const ApiKeys* keys,
+                        ServerMetrics* metrics);
 
   // The engine to serve with, once loaded (borrowed: it must outlive the gRPC server). Called
   // once; RPCs before it are UNAVAILABLE.
@@ -51,6 +58,10 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
  private:
   // The engine, or UNAVAILABLE (the status) if not loaded yet.
   grpc::Status GetEngine(Engine** engine) const;
+  // The caller's principal from its authorization metadata, or UNAUTHENTICATED (logged with
+  // the peer, never the key); then the engine as GetEngine.
+  grpc::Status Admit(grpc::CallbackServerContext* context, const char* method,
+                     std::string* principal, Engine** engine) const;
   // Finishes a unary RPC with `status`, counting it under `method`.
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, const char* method,
                                         const grpc::Status& status);
@@ -59,6 +70,7 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
   std::unique_ptr<const ChatPrompter> chat_;
   const RequestLimits limits_;
   const int kv_block_size_;
+  const ApiKeys* const keys_;
   ServerMetrics* const metrics_;
 };
 

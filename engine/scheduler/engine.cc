@@ -102,7 +102,8 @@ std::string RandomSessionId() {
 
 }  // namespace
 
-absl::StatusOr<std::string> Engine::CreateSession(const std::string& requested_id) {
+absl::StatusOr<std::string> Engine::CreateSession(const std::string& requested_id,
+                                                  const std::string& owner) {
   if (!requested_id.empty() && !IsSessionId(requested_id)) {
     return absl::InvalidArgumentError(
         "session_id must be 32 lowercase hex characters (128 random bits)");
@@ -118,25 +119,29 @@ absl::StatusOr<std::string> Engine::CreateSession(const std::string& requested_i
   }
   auto session = std::make_shared<SessionState>();
   session->id = id;
+  session->owner = owner;
   session->last_used = absl::Now();
   sessions_[id] = std::move(session);
   return id;
 }
 
-absl::Status Engine::DeleteSession(const std::string& id) {
+absl::Status Engine::DeleteSession(const std::string& id, const std::string& owner) {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("unknown session ", id));
+  if (it == sessions_.end() || it->second->owner != owner)
+    return absl::NotFoundError(absl::StrCat("unknown session ", id));
   it->second->deleted = true;
   retired_.push_back(std::move(it->second));
   sessions_.erase(it);
   return absl::OkStatus();
 }
 
-absl::StatusOr<SessionAttachment> Engine::GetSessionAttachment(const std::string& id) const {
+absl::StatusOr<SessionAttachment> Engine::GetSessionAttachment(const std::string& id,
+                                                               const std::string& owner) const {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("unknown session ", id));
+  if (it == sessions_.end() || it->second->owner != owner)
+    return absl::NotFoundError(absl::StrCat("unknown session ", id));
   return SessionAttachment{it->second->attachment, it->second->version};
 }
 
@@ -168,7 +173,7 @@ absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
     if (stopping_) return absl::UnavailableError("the engine is shutting down");
     if (!request.session_id.empty()) {
       auto it = sessions_.find(request.session_id);
-      if (it == sessions_.end()) {
+      if (it == sessions_.end() || it->second->owner != request.session_owner) {
         return absl::NotFoundError(absl::StrCat("unknown or expired session ", request.session_id));
       }
       if (it->second->busy) {
