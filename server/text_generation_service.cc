@@ -5,6 +5,7 @@
 #include "engine/format/dtype.h"
 #include "server/generate_reactor.h"
 #include "server/log_safe.h"
+#include "server/parsed_request.h"
 #include "server/response_convert.h"
 #include "server/status_convert.h"
 #include "spdlog/spdlog.h"
@@ -19,11 +20,88 @@ class FinishedStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void OnDone() override { delete this; }
 };
 
+// The method's index in the service, as the generated code numbers them (the .proto's order).
+int MethodIndex(const char* name) {
+  return v1::GenerateRequest::descriptor()
+      ->file()
+      ->FindServiceByName("TextGeneration")
+      ->FindMethodByName(name)
+      ->index();
+}
+
 }  // namespace
 
 TextGenerationService::TextGenerationService(RequestLimits limits, int kv_block_size,
                                              const ApiKeys* keys, ServerMetrics* metrics)
-    : limits_(limits), kv_block_size_(kv_block_size), keys_(keys), metrics_(metrics) {}
+    : limits_(limits), kv_block_size_(kv_block_size), keys_(keys), metrics_(metrics) {
+  // The generated handlers answer a request that does not parse with UNIMPLEMENTED and no
+  // message; these parse it themselves (parsed_request.h) and say which field is wrong.
+  using grpc::internal::CallbackServerStreamingHandler;
+  using grpc::internal::CallbackUnaryHandler;
+  MarkMethodCallback(
+      MethodIndex("Generate"),
+      new CallbackServerStreamingHandler<ParsedRequest<v1::GenerateRequest>, v1::GenerateResponse>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::GenerateRequest>* r) {
+            return r->error.ok() ? Generate(c, &r->message) : RefuseStream(c, "Generate", r->error);
+          }));
+  MarkMethodCallback(
+      MethodIndex("Chat"),
+      new CallbackServerStreamingHandler<ParsedRequest<v1::ChatRequest>, v1::GenerateResponse>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::ChatRequest>* r) {
+            return r->error.ok() ? Chat(c, &r->message) : RefuseStream(c, "Chat", r->error);
+          }));
+  MarkMethodCallback(
+      MethodIndex("Tokenize"),
+      new CallbackUnaryHandler<ParsedRequest<v1::TokenizeRequest>, v1::TokenizeResponse>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::TokenizeRequest>* r,
+                 v1::TokenizeResponse* response) {
+            return r->error.ok() ? Tokenize(c, &r->message, response)
+                                 : FinishUnary(c, "Tokenize", Refusal(c, "Tokenize", r->error));
+          }));
+  MarkMethodCallback(
+      MethodIndex("GetModelInfo"),
+      new CallbackUnaryHandler<ParsedRequest<v1::GetModelInfoRequest>, v1::ModelInfo>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::GetModelInfoRequest>* r,
+                 v1::ModelInfo* response) {
+            return r->error.ok()
+                       ? GetModelInfo(c, &r->message, response)
+                       : FinishUnary(c, "GetModelInfo", Refusal(c, "GetModelInfo", r->error));
+          }));
+  MarkMethodCallback(
+      MethodIndex("CreateSession"),
+      new CallbackUnaryHandler<ParsedRequest<v1::CreateSessionRequest>, v1::Session>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::CreateSessionRequest>* r,
+                 v1::Session* response) {
+            return r->error.ok()
+                       ? CreateSession(c, &r->message, response)
+                       : FinishUnary(c, "CreateSession", Refusal(c, "CreateSession", r->error));
+          }));
+  MarkMethodCallback(
+      MethodIndex("DeleteSession"),
+      new CallbackUnaryHandler<ParsedRequest<v1::DeleteSessionRequest>, v1::DeleteSessionResponse>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::DeleteSessionRequest>* r,
+                 v1::DeleteSessionResponse* response) {
+            return r->error.ok()
+                       ? DeleteSession(c, &r->message, response)
+                       : FinishUnary(c, "DeleteSession", Refusal(c, "DeleteSession", r->error));
+          }));
+}
+
+grpc::Status TextGenerationService::Refusal(grpc::CallbackServerContext* context,
+                                            const char* method,
+                                            const absl::Status& parse_error) const {
+  std::string principal;
+  // A caller without a valid key learns nothing, not even what is wrong with its request.
+  if (grpc::Status st = Authenticate(context, method, &principal); !st.ok()) return st;
+  return ToGrpcStatus(parse_error);
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::RefuseStream(
+    grpc::CallbackServerContext* context, const char* method, const absl::Status& parse_error) {
+  const grpc::Status st = Refusal(context, method, parse_error);
+  metrics_->CountRequest(method, GrpcCodeName(st.error_code()));
+  return new FinishedStream(st);
+}
 
 grpc::Status TextGenerationService::GetEngine(Engine** engine) const {
   *engine = engine_.load(std::memory_order_acquire);
@@ -35,21 +113,26 @@ grpc::Status TextGenerationService::GetEngine(Engine** engine) const {
 
 grpc::Status TextGenerationService::Admit(grpc::CallbackServerContext* context, const char* method,
                                           std::string* principal, Engine** engine) const {
-  if (keys_->enabled()) {
-    absl::string_view authorization;
-    const auto& metadata = context->client_metadata();
-    if (auto it = metadata.find("authorization"); it != metadata.end()) {
-      authorization = absl::string_view(it->second.data(), it->second.size());
-    }
-    absl::StatusOr<std::string> who = keys_->Authenticate(authorization);
-    if (!who.ok()) {
-      spdlog::info("{} refused from {}: {}", method, LogSafe(context->peer()),
-                   std::string(who.status().message()));
-      return ToGrpcStatus(who.status());
-    }
-    *principal = *std::move(who);
-  }
+  if (grpc::Status st = Authenticate(context, method, principal); !st.ok()) return st;
   return GetEngine(engine);
+}
+
+grpc::Status TextGenerationService::Authenticate(grpc::CallbackServerContext* context,
+                                                 const char* method, std::string* principal) const {
+  if (!keys_->enabled()) return grpc::Status::OK;
+  absl::string_view authorization;
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  }
+  absl::StatusOr<std::string> who = keys_->Authenticate(authorization);
+  if (!who.ok()) {
+    spdlog::info("{} refused from {}: {}", method, LogSafe(context->peer()),
+                 std::string(who.status().message()));
+    return ToGrpcStatus(who.status());
+  }
+  *principal = *std::move(who);
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::FinishUnary(grpc::CallbackServerContext* context,

@@ -58,10 +58,20 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
  private:
   // The engine, or UNAVAILABLE (the status) if not loaded yet.
   grpc::Status GetEngine(Engine** engine) const;
-  // The caller's principal from its authorization metadata, or UNAUTHENTICATED (logged with
-  // the peer, never the key); then the engine as GetEngine.
+  // The caller's principal from its authorization metadata ("" without keys), or
+  // UNAUTHENTICATED (logged with the peer, never the key).
+  grpc::Status Authenticate(grpc::CallbackServerContext* context, const char* method,
+                            std::string* principal) const;
+  // Authenticate, then the engine as GetEngine.
   grpc::Status Admit(grpc::CallbackServerContext* context, const char* method,
                      std::string* principal, Engine** engine) const;
+  // What a request that did not parse gets: UNAUTHENTICATED without a valid key, else the
+  // parse error (INVALID_ARGUMENT naming the field).
+  grpc::Status Refusal(grpc::CallbackServerContext* context, const char* method,
+                       const absl::Status& parse_error) const;
+  grpc::ServerWriteReactor<v1::GenerateResponse>* RefuseStream(grpc::CallbackServerContext* context,
+                                                               const char* method,
+                                                               const absl::Status& parse_error);
   // Finishes a unary RPC with `status`, counting it under `method`.
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, const char* method,
                                         const grpc::Status& status);
