@@ -109,6 +109,8 @@ const char kConnectionFlagsHelp[] = R"(Connection:
   --tls-ca FILE           use TLS, verifying the server with these PEM CA certificates
                           (default: plain text; also $TEXTGEN_TLS_CA)
   --tls                   use TLS, verifying the server with the system's CA certificates
+  --tls-server-name NAME  the name the server's certificate must carry, if not the --server
+                          host (also $TEXTGEN_TLS_SERVER_NAME)
   --tls-cert FILE         mutual TLS: this client's PEM certificate (with --tls-key)
   --tls-key FILE          mutual TLS: its PEM private key
   --help                  this text
@@ -129,6 +131,8 @@ bool ParseConnectionFlag(FlagReader& r, ConnectionOptions* options) {
     options->api_key = r.Value();
   } else if (r.flag() == "--tls-ca") {
     options->tls_ca = r.Value();
+  } else if (r.flag() == "--tls-server-name") {
+    options->tls_server_name = r.Value();
   } else if (r.flag() == "--tls") {
     options->tls_system_roots = true;
   } else if (r.flag() == "--tls-cert") {

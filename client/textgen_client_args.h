@@ -68,6 +68,9 @@ struct ConnectionOptions {
   // tls_system_roots); both unset = plain text. Defaults to $TEXTGEN_TLS_CA.
   std::string tls_ca = Env("TEXTGEN_TLS_CA");
   bool tls_system_roots = false;
+  // The name the server's certificate must carry, when not the --server host (e.g. a health
+  // check on 127.0.0.1 of a certificate for textgen.example.com). $TEXTGEN_TLS_SERVER_NAME.
+  std::string tls_server_name = Env("TEXTGEN_TLS_SERVER_NAME");
   // Mutual TLS: the client's own PEM certificate and key.
   std::string tls_cert;
   std::string tls_key;

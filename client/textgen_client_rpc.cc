@@ -46,6 +46,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ConnectionOptions& options, boo
   // Generation streams can be long; never let an idle channel drop in the middle of a chat.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 60 * 1000);
   if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  if (options.tls() && !options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  }
   return grpc::CreateCustomChannel(options.server, ChannelCredentials(options), args);
 }
 

@@ -94,6 +94,11 @@ TEST_CASE("TLS serves the gRPC API, the HTTP API and metrics, plain text and str
   CHECK(ok.exit_code == 0);
   CommandResult plain = RunCommand(client + " info --timeout 3 --server " + address + " 2>&1");
   CHECK(plain.exit_code == 1);
+  // The certificate is for localhost (and 127.0.0.1), not for another name.
+  const std::string named = client + " health --timeout 3 --server " + address + " --tls-ca " +
+                            ShellQuote(c.server_cert) + " --tls-server-name ";
+  CHECK(RunCommand(named + "localhost 2>&1").exit_code == 0);
+  CHECK(RunCommand(named + "textgen.example.com 2>&1").exit_code != 0);
 }
 
 TEST_CASE("mutual TLS refuses clients without a certificate the client CA signed",
