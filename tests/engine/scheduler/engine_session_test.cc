@@ -155,9 +155,6 @@ TEST_CASE("a cancelled whole-conversation turn leaves the session's conversation
   CHECK(t2.stats.cached_tokens > 0);
 }
 
-}  // namespace
-}  // namespace textgen
-
 TEST_CASE("a session answers only to the owner that created it", "[engine][session]") {
   auto engine = MakeExactEngine();
   auto id = engine->CreateSession("", "alice");
@@ -186,3 +183,6 @@ TEST_CASE("a session answers only to the owner that created it", "[engine][sessi
   CHECK(snap->version == 1);
   CHECK(engine->DeleteSession(*id, "alice").ok());
 }
+
+}  // namespace
+}  // namespace textgen
