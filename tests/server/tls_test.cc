@@ -33,7 +33,7 @@ std::unique_ptr<HttpServer> StartTlsServer(const TestCerts& c, std::vector<std::
 grpc::Status ModelInfo(const std::shared_ptr<grpc::Channel>& channel) {
   auto stub = v1::TextGeneration::NewStub(channel);
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::ModelInfo info;
   return stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
 }
@@ -47,8 +47,8 @@ httplib::Result HttpsGet(int port, const std::string& path, const std::string& c
                              : std::make_unique<httplib::SSLClient>("127.0.0.1", port, cert, key);
   client->set_ca_cert_path(ca.c_str());
   client->enable_server_certificate_verification(true);
-  client->set_connection_timeout(std::chrono::seconds(3));
-  client->set_read_timeout(std::chrono::seconds(3));
+  client->set_connection_timeout(std::chrono::seconds(10));
+  client->set_read_timeout(std::chrono::seconds(10));
   return client->Get(path.c_str());
 }
 
@@ -95,7 +95,7 @@ TEST_CASE("TLS serves the gRPC API, the HTTP API and metrics, plain text and str
   CommandResult plain = RunCommand(client + " info --timeout 3 --server " + address + " 2>&1");
   CHECK(plain.exit_code == 1);
   // The certificate is for localhost (and 127.0.0.1), not for another name.
-  const std::string named = client + " health --timeout 3 --server " + address + " --tls-ca " +
+  const std::string named = client + " health --timeout 20 --server " + address + " --tls-ca " +
                             ShellQuote(c.server_cert) + " --tls-server-name ";
   CHECK(RunCommand(named + "localhost 2>&1").exit_code == 0);
   CHECK(RunCommand(named + "textgen.example.com 2>&1").exit_code != 0);
@@ -124,7 +124,7 @@ TEST_CASE("mutual TLS refuses clients without a certificate the client CA signed
 
   const std::string client = std::string(std::getenv("TEXTGEN_BIN_DIR")) + "/textgen-client";
   const std::string base =
-      client + " info --timeout 5 --server " + address + " --tls-ca " + ShellQuote(c.server_cert);
+      client + " info --timeout 20 --server " + address + " --tls-ca " + ShellQuote(c.server_cert);
   CHECK(RunCommand(base + " --tls-cert " + ShellQuote(c.client_cert) + " --tls-key " +
                    ShellQuote(c.client_key) + " 2>&1")
             .exit_code == 0);
