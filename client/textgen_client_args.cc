@@ -104,8 +104,22 @@ void FlagReader::Bad(const std::string& what) const { UsageError(flag_ + ": " + 
 const char kConnectionFlagsHelp[] = R"(Connection:
   --server HOST:PORT      server address (default 127.0.0.1:50051)
   --timeout SECONDS       deadline of each call (default: none)
+  --api-key KEY           send "authorization: Bearer KEY" (default: $TEXTGEN_API_KEY;
+                          prefer the variable: the command line shows in ps)
+  --tls-ca FILE           use TLS, verifying the server with these PEM CA certificates
+                          (default: plain text; also $TEXTGEN_TLS_CA)
+  --tls                   use TLS, verifying the server with the system's CA certificates
+  --tls-server-name NAME  the name the server's certificate must carry, if not the --server
+                          host (also $TEXTGEN_TLS_SERVER_NAME)
+  --tls-cert FILE         mutual TLS: this client's PEM certificate (with --tls-key)
+  --tls-key FILE          mutual TLS: its PEM private key
   --help                  this text
 )";
+
+std::string ConnectionOptions::Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
 
 bool ParseConnectionFlag(FlagReader& r, ConnectionOptions* options) {
   if (r.flag() == "--server") {
@@ -113,6 +127,18 @@ bool ParseConnectionFlag(FlagReader& r, ConnectionOptions* options) {
     if (options->server.empty()) r.Bad("empty address");
   } else if (r.flag() == "--timeout") {
     options->timeout_s = r.Double(0);
+  } else if (r.flag() == "--api-key") {
+    options->api_key = r.Value();
+  } else if (r.flag() == "--tls-ca") {
+    options->tls_ca = r.Value();
+  } else if (r.flag() == "--tls-server-name") {
+    options->tls_server_name = r.Value();
+  } else if (r.flag() == "--tls") {
+    options->tls_system_roots = true;
+  } else if (r.flag() == "--tls-cert") {
+    options->tls_cert = r.Value();
+  } else if (r.flag() == "--tls-key") {
+    options->tls_key = r.Value();
   } else {
     return false;
   }

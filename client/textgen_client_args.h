@@ -61,8 +61,25 @@ class FlagReader {
 struct ConnectionOptions {
   std::string server = kDefaultServer;
   double timeout_s = 0;  // deadline of each call; 0 = none
+  // Sent as "authorization: Bearer KEY" on every call; empty = none. Defaults to
+  // $TEXTGEN_API_KEY (a key on the command line is visible to every user in ps).
+  std::string api_key = Env("TEXTGEN_API_KEY");
+  // TLS: verify the server against the CA certificates in this PEM file (or the system's with
+  // tls_system_roots); both unset = plain text. Defaults to $TEXTGEN_TLS_CA.
+  std::string tls_ca = Env("TEXTGEN_TLS_CA");
+  bool tls_system_roots = false;
+  // The name the server's certificate must carry, when not the --server host (e.g. a health
+  // check on 127.0.0.1 of a certificate for textgen.example.com). $TEXTGEN_TLS_SERVER_NAME.
+  std::string tls_server_name = Env("TEXTGEN_TLS_SERVER_NAME");
+  // Mutual TLS: the client's own PEM certificate and key.
+  std::string tls_cert;
+  std::string tls_key;
+
+  bool tls() const { return !tls_ca.empty() || tls_system_roots || !tls_cert.empty(); }
+  // The variable's value, "" when unset.
+  static std::string Env(const char* name);
 };
-// Consumes --server / --timeout; false if the current flag is neither.
+// Consumes --server / --timeout / --api-key / --tls*; false if the current flag is none.
 bool ParseConnectionFlag(FlagReader& r, ConnectionOptions* options);
 extern const char kConnectionFlagsHelp[];
 

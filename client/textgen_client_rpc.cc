@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -12,12 +14,42 @@ namespace textgen::client {
 
 namespace v1 = ::textgen::v1;
 
+namespace {
+
+std::string ReadPem(const char* flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) UsageError(std::string(flag) + ": cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const ConnectionOptions& options) {
+  if (!options.tls()) return grpc::InsecureChannelCredentials();
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    UsageError("--tls-cert and --tls-key must be given together");
+  }
+  grpc::SslCredentialsOptions ssl;
+  // Empty roots: gRPC uses the system's (or $GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
+  if (!options.tls_ca.empty()) ssl.pem_root_certs = ReadPem("--tls-ca", options.tls_ca);
+  if (!options.tls_cert.empty()) {
+    ssl.pem_cert_chain = ReadPem("--tls-cert", options.tls_cert);
+    ssl.pem_private_key = ReadPem("--tls-key", options.tls_key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
+
 std::shared_ptr<grpc::Channel> MakeChannel(const ConnectionOptions& options, bool own_connection) {
   grpc::ChannelArguments args;
   // Generation streams can be long; never let an idle channel drop in the middle of a chat.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 60 * 1000);
   if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), args);
+  if (options.tls() && !options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  }
+  return grpc::CreateCustomChannel(options.server, ChannelCredentials(options), args);
 }
 
 void PrepareContext(const ConnectionOptions& options, const std::string& session_id,
@@ -28,6 +60,7 @@ void PrepareContext(const ConnectionOptions& options, const std::string& session
                               std::chrono::duration<double>(options.timeout_s)));
   }
   if (!session_id.empty()) context->AddMetadata(kSessionMetadataKey, session_id);
+  if (!options.api_key.empty()) context->AddMetadata("authorization", "Bearer " + options.api_key);
 }
 
 std::string StatusCodeName(grpc::StatusCode code) {

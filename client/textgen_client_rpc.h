@@ -18,13 +18,15 @@ namespace textgen::client {
 // hash on it and keep a conversation on the replica holding its KV cache.
 inline constexpr char kSessionMetadataKey[] = "x-session-id";
 
-// An insecure channel to options.server. `own_connection` gives the channel its own subchannel
+// A channel to options.server: plain text, or TLS with the options' files (a usage error, exit
+// 2, when they cannot be read). `own_connection` gives the channel its own subchannel
 // pool, i.e. its own TCP connection even when another channel targets the same address (the
 // load generator wants one connection per worker, as independent clients would have).
 std::shared_ptr<grpc::Channel> MakeChannel(const ConnectionOptions& options,
                                            bool own_connection = false);
 
-// Sets the deadline from options.timeout_s and the session metadata when session_id is set.
+// Sets the deadline from options.timeout_s, the session metadata when session_id is set and the
+// API key's authorization metadata when there is one.
 void PrepareContext(const ConnectionOptions& options, const std::string& session_id,
                     grpc::ClientContext* context);
 

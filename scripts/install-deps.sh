@@ -7,6 +7,7 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev
   libcpp-httplib-dev  # the server's Prometheus /metrics endpoint (and the tests' scrapes)
+  libssl-dev  # TLS: cpp-httplib's HTTPS server (its header includes OpenSSL's) and the certificate checks
   libpcre2-dev  # the tokenizer's pre-tokenizer regexes (8-bit, UTF + UCP)
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # oneDNN's CMake config wants OpenCL (its GPU runtime)
 )
@@ -20,6 +21,7 @@ if [ "${1:-}" != "--build-only" ]; then
     python3-grpcio python3-protobuf
     # scripts/test-container.sh: builds and runs the image, then docker/compose.yaml (a
     # container network with names), and reads the expected text from the reference JSON.
+    openssl  # the TLS tests make throwaway certificates at test time
     podman runc debootstrap netavark aardvark-dns podman-compose jq
     # A run-time need of podman's network stack that Debian only suggests: netavark 1.4 sets
     # up a bridge network's NAT and forwarding rules by running iptables; without it every

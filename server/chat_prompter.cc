@@ -101,7 +101,8 @@ ChatPrompter::ChatPrompter(absl::StatusOr<ModelChatTemplate> chat_template)
 
 absl::StatusOr<EngineRequest> ChatPrompter::Build(const Engine& engine,
                                                   const v1::ChatRequest& request,
-                                                  const RequestLimits& limits) const {
+                                                  const RequestLimits& limits,
+                                                  const std::string& owner) const {
   if (absl::Status st = CheckPromptBytes("messages", ChatTextBytes(request), limits); !st.ok()) {
     return st;
   }
@@ -119,8 +120,9 @@ absl::StatusOr<EngineRequest> ChatPrompter::Build(const Engine& engine,
   input.add_generation_prompt =
       request.has_add_generation_prompt() ? request.add_generation_prompt() : true;
 
+  if (absl::Status st = CheckSessionId(request.session_id()); !st.ok()) return st;
   if (!request.session_id().empty()) {
-    auto held = engine.GetSessionAttachment(request.session_id());
+    auto held = engine.GetSessionAttachment(request.session_id(), owner);
     if (!held.ok()) return held.status();
     if (!held->attachment.empty()) {
       input.messages = json::parse(held->attachment, nullptr, /*allow_exceptions=*/false);
@@ -129,6 +131,7 @@ absl::StatusOr<EngineRequest> ChatPrompter::Build(const Engine& engine,
       }
     }
     out.session_id = request.session_id();
+    out.session_owner = owner;
     out.session_prompt = SessionPrompt::kWhole;
     // Rendered from this version of the conversation: a turn that ends in between would be lost.
     out.session_version = held->version;

@@ -38,11 +38,12 @@ class ChatPrompter {
   explicit ChatPrompter(absl::StatusOr<ModelChatTemplate> chat_template);
 
   // InvalidArgument for bad messages, kwargs or decoding fields (see ToDecodingOptions), for
-  // messages over limits.max_prompt_bytes (before any rendering) and for a template that raises
-  // (its message); NotFound for an unknown session;
-  // FailedPrecondition without a template.
+  // messages over limits.max_prompt_bytes (before any rendering), for a template that raises
+  // (its message) and for a malformed session_id; NotFound for an unknown session or one
+  // `owner` (the caller's principal) did not create; FailedPrecondition without a template.
   absl::StatusOr<EngineRequest> Build(const Engine& engine, const v1::ChatRequest& request,
-                                      const RequestLimits& limits) const;
+                                      const RequestLimits& limits,
+                                      const std::string& owner = "") const;
 
  private:
   absl::StatusOr<ModelChatTemplate> template_;

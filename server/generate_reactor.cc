@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/log_safe.h"
 #include "server/response_convert.h"
 #include "server/status_convert.h"
 #include "spdlog/spdlog.h"
@@ -24,11 +25,6 @@ const char* MethodName(DecodingMethod m) {
       return "beam";
   }
   return "?";
-}
-
-// Enough of a session id to follow a conversation in the logs, not enough to take it over.
-std::string LoggedSessionId(const std::string& id) {
-  return id.empty() ? "-" : id.substr(0, 8) + "...";
 }
 
 }  // namespace
@@ -269,7 +265,7 @@ void GenerateReactor::LogCompletion(const grpc::Status& status) {
       prompt_tokens_, cached_tokens_,
       // Without a result (client gone first) what was streamed is all that is known.
       engine_done_ ? generated_tokens_ : static_cast<int>(streamed_tokens_), ms, finish_reason_,
-      GrpcCodeName(status.error_code()), status.ok() ? "" : " ", status.error_message());
+      GrpcCodeName(status.error_code()), status.ok() ? "" : " ", LogSafe(status.error_message()));
 }
 
 }  // namespace textgen::server

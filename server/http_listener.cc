@@ -28,7 +28,20 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(
   }
 
   auto s = std::unique_ptr<HttpListener>(new HttpListener());
-  s->http_ = std::make_unique<httplib::Server>();
+  if (options.tls.enabled()) {
+    // With a client CA, httplib requires and verifies a client certificate (mutual TLS).
+    auto https = std::make_unique<httplib::SSLServer>(
+        options.tls.cert.c_str(), options.tls.key.c_str(),
+        options.tls.client_ca.empty() ? nullptr : options.tls.client_ca.c_str());
+    if (!https->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": cannot set up TLS with --tls-cert ",
+                                                     options.tls.cert, " and --tls-key ",
+                                                     options.tls.key));
+    }
+    s->http_ = std::move(https);
+  } else {
+    s->http_ = std::make_unique<httplib::Server>();
+  }
   httplib::Server& http = *s->http_;
   const int threads = options.threads < 1 ? 1 : options.threads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/tls_files.h"
 
 namespace httplib {
 class Server;
@@ -29,13 +30,16 @@ struct HttpListenerOptions {
   absl::Duration timeout = absl::Seconds(10);
   // Larger request bodies get 413.
   size_t max_body_bytes = 8u << 20;
+  // Serve HTTPS with these (checked with CheckTlsFiles before); off: plain HTTP.
+  TlsFiles tls;
 };
 
 class HttpListener {
  public:
   // Parses `listen` ("HOST:PORT", "[::1]:PORT"; port 0 picks a free one), lets `routes` add the
   // handlers, binds and serves. InvalidArgument for a malformed address, Unavailable if it
-  // cannot be bound; both name `what` ("metrics", "the HTTP API").
+  // cannot be bound; both name `what` ("metrics", "the HTTP API"). InvalidArgument too when
+  // the TLS files cannot be used.
   static absl::StatusOr<std::unique_ptr<HttpListener>> Start(
       const std::string& listen, const std::string& what, const HttpListenerOptions& options,
       const std::function<void(httplib::Server&)>& routes);

@@ -42,6 +42,21 @@ and while draining after SIGTERM, SERVING in between.
   --http-listen HOST:PORT      serve the OpenAI-compatible API (/v1/chat/completions,
                                /v1/completions, /v1/models) and the chat page (/) over
                                HTTP on this address (default: off; port 0 = any)
+  --tls-cert FILE              PEM certificate (chain) to serve TLS with on every listener:
+                               gRPC, --http-listen and --metrics-listen (default: plain
+                               text); needs --tls-key. Checked at start: a missing file, a
+                               key that is not the certificate's or an expired certificate
+                               ends the start (exit 1)
+  --tls-key FILE               PEM private key of --tls-cert (unencrypted; keep it 0600)
+  --tls-client-ca FILE         PEM CA certificate(s): clients must present a certificate it
+                               signed (mutual TLS); without one the handshake fails
+  --api-keys-file FILE         API keys, one per line as "KEY [NAME]" (# comments); the
+                               gRPC API then needs "authorization: Bearer KEY" metadata
+                               (UNAUTHENTICATED otherwise) and /v1/... the same header
+                               (HTTP 401). A session belongs to the key's NAME (or, without
+                               one, the key's line) that created it: to any other it does not
+                               exist (NOT_FOUND). Health, reflection, the chat page and
+                               /metrics stay open (default: no keys, everything open)
   --chat-template FILE         Jinja chat template for the Chat RPC and
                                /v1/chat/completions, instead of the model's own (GGUF
                                tokenizer.chat_template / tokenizer_config.json); without
@@ -122,6 +137,18 @@ double ParseSeconds(const std::string& flag, const std::string& value) {
   return v;
 }
 
+// HOST:PORT with a port in [0, 65535] (gRPC would otherwise take 99999 modulo 65536).
+std::string ParseListen(const std::string& flag, const std::string& value) {
+  const size_t colon = value.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    UsageError(
+        absl::StrCat(flag, " must be HOST:PORT with a port in [0, 65535], got \"", value, "\""));
+  }
+  return value;
+}
+
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
   ServerOptions& o = f.options;
@@ -131,9 +158,13 @@ Flags ParseFlags(int argc, char** argv) {
   using Setter = std::function<void(const std::string& flag, const std::string& value)>;
   const std::map<std::string, Setter> setters = {
       {"--model", [&](auto&, auto& v) { o.engine.model_path = v; }},
-      {"--listen", [&](auto&, auto& v) { o.listen = v; }},
-      {"--metrics-listen", [&](auto&, auto& v) { o.metrics_listen = v; }},
-      {"--http-listen", [&](auto&, auto& v) { o.http_listen = v; }},
+      {"--listen", [&](auto& n, auto& v) { o.listen = ParseListen(n, v); }},
+      {"--metrics-listen", [&](auto& n, auto& v) { o.metrics_listen = ParseListen(n, v); }},
+      {"--http-listen", [&](auto& n, auto& v) { o.http_listen = ParseListen(n, v); }},
+      {"--tls-cert", [&](auto&, auto& v) { o.tls.cert = v; }},
+      {"--tls-key", [&](auto&, auto& v) { o.tls.key = v; }},
+      {"--tls-client-ca", [&](auto&, auto& v) { o.tls.client_ca = v; }},
+      {"--api-keys-file", [&](auto&, auto& v) { o.api_keys_file = v; }},
       {"--chat-template", [&](auto&, auto& v) { o.chat_template = v; }},
       {"--http-threads",
        [&](auto& n, auto& v) { o.http_threads = static_cast<int>(ParseInt(n, v, 0, 4096)); }},

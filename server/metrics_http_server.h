@@ -15,11 +15,12 @@ namespace textgen::server {
 
 class MetricsHttpServer {
  public:
-  // Binds `listen` ("HOST:PORT"; port 0 picks a free one) and serves. InvalidArgument for a
-  // malformed address, Unavailable if it cannot be bound. `render` is called on the HTTP
-  // server's threads, concurrently with everything else.
+  // Binds `listen` ("HOST:PORT"; port 0 picks a free one) and serves, over HTTPS when
+  // options.tls is set. InvalidArgument for a malformed address, Unavailable if it cannot be
+  // bound. `render` is called on the HTTP server's threads, concurrently with everything else.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
-      const std::string& listen, std::function<std::string()> render);
+      const std::string& listen, const HttpListenerOptions& options,
+      std::function<std::string()> render);
   ~MetricsHttpServer() { Stop(); }
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/util/status_macros.h"
 
 namespace textgen::server {
 namespace {
@@ -210,11 +211,41 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
     }
   }
   if (request.has_add_bos()) out.add_bos = request.add_bos();
+  if (absl::Status st = CheckSessionId(request.session_id()); !st.ok()) return st;
   out.session_id = request.session_id();
   auto decoding = ToDecodingOptions(request, limits);
   if (!decoding.ok()) return decoding.status();
   out.decoding = *std::move(decoding);
   return out;
+}
+
+absl::Status CheckSessionId(const std::string& session_id) {
+  if (session_id.empty()) return absl::OkStatus();
+  bool hex = session_id.size() == 32;
+  for (size_t i = 0; hex && i < session_id.size(); ++i) {
+    const char c = session_id[i];
+    hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  }
+  if (hex) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("session_id: must be 32 lowercase hex characters (got ", session_id.size(),
+                   " bytes of another form)"));
+}
+
+absl::Status CheckChosenSessionId(const std::string& session_id) {
+  TG_RETURN_IF_ERROR(CheckSessionId(session_id));
+  if (session_id.empty()) return absl::OkStatus();
+  bool seen[16] = {};
+  int distinct = 0;
+  for (char c : session_id) {
+    const int digit = c <= '9' ? c - '0' : c - 'a' + 10;
+    if (!seen[digit]) ++distinct;
+    seen[digit] = true;
+  }
+  if (distinct >= kMinDistinctSessionIdDigits) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "session_id: does not look random (a chosen id must be 128 random bits, e.g. from "
+      "/dev/urandom); leave it empty and the server picks one");
 }
 
 }  // namespace textgen::server

@@ -34,8 +34,18 @@ absl::Status CheckPromptBytes(const char* field, size_t bytes, const RequestLimi
 template <typename Req>
 absl::StatusOr<DecodingOptions> ToDecodingOptions(const Req& request, const RequestLimits& limits);
 
-// ToDecodingOptions, and InvalidArgument for both or neither of prompt / prompt_ids, for
-// add_bos with prompt_ids and for a prompt over limits.max_prompt_bytes.
+// OK for "" (no session) and for 32 lowercase hex characters (the only form sessions have);
+// otherwise InvalidArgument that does not repeat the id (it may be megabytes, or forge log lines).
+absl::Status CheckSessionId(const std::string& session_id);
+
+// CheckSessionId for a session a client wants created under its own id: the id must also look
+// random (at least kMinDistinctSessionIdDigits different hex digits; 128 random bits have fewer
+// with a probability near 1e-8), so that ids like 000...0 cannot be taken or guessed.
+absl::Status CheckChosenSessionId(const std::string& session_id);
+inline constexpr int kMinDistinctSessionIdDigits = 8;
+
+// ToDecodingOptions, CheckSessionId, and InvalidArgument for both or neither of prompt /
+// prompt_ids, for add_bos with prompt_ids and for a prompt over limits.max_prompt_bytes.
 absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request,
                                               const RequestLimits& limits);
 

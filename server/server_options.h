@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "engine/scheduler/engine.h"
 #include "server/request_convert.h"
+#include "server/tls_files.h"
 
 namespace textgen::server {
 
@@ -22,6 +23,12 @@ struct ServerOptions {
   int http_threads = 0;
   // An HTTP client idle (or not reading) this long is disconnected, freeing its worker.
   absl::Duration http_timeout = absl::Seconds(10);
+  // TLS on every listener (gRPC, the HTTP API, metrics); off without a certificate. With
+  // tls.client_ca, clients must present a certificate it signed (mutual TLS).
+  TlsFiles tls;
+  // A file of API keys (see api_keys.h) the gRPC and HTTP APIs then require; empty = open.
+  // Health, reflection, the chat page and /metrics stay open either way.
+  std::string api_keys_file;
   EngineOptions engine;
   // A Jinja chat template file for the Chat RPC and /v1/chat/completions, overriding the
   // model's own; empty = the model's.

@@ -34,6 +34,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
     case absl::StatusCode::kUnimplemented:
       code = grpc::StatusCode::UNIMPLEMENTED;
       break;
+    case absl::StatusCode::kUnauthenticated:
+      code = grpc::StatusCode::UNAUTHENTICATED;
+      break;
     default:
       // Anything else is a server fault from the client's point of view (not retryable
       // knowledge we can promise), so it is not passed through as e.g. DATA_LOSS.

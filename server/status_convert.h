@@ -9,7 +9,8 @@
 namespace textgen::server {
 
 // Same code where gRPC has it (InvalidArgument, NotFound, FailedPrecondition,
-// ResourceExhausted, AlreadyExists, Unavailable, Cancelled, Unimplemented, and OK); every other
+// ResourceExhausted, AlreadyExists, Unavailable, Cancelled, Unimplemented, Unauthenticated,
+// and OK); every other
 // code is INTERNAL. The message is kept verbatim.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/format/dtype.h"
 #include "server/generate_reactor.h"
+#include "server/log_safe.h"
+#include "server/parsed_request.h"
 #include "server/response_convert.h"
 #include "server/status_convert.h"
 #include "spdlog/spdlog.h"
@@ -20,6 +22,15 @@ class FinishedStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   explicit FinishedStream(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
 };
+
+// The method's index in the service, as the generated code numbers them (the .proto's order).
+int MethodIndex(const char* name) {
+  return v1::GenerateRequest::descriptor()
+      ->file()
+      ->FindServiceByName("TextGeneration")
+      ->FindMethodByName(name)
+      ->index();
+}
 
 }  // namespace
 
@@ -35,17 +46,110 @@ constexpr int kMaxPendingPrompts = 32;
 }  // namespace
 
 TextGenerationService::TextGenerationService(RequestLimits limits, int kv_block_size,
-                                             ServerMetrics* metrics)
+                                             const ApiKeys* keys, ServerMetrics* metrics)
     : limits_(limits),
       kv_block_size_(kv_block_size),
+      keys_(keys),
       metrics_(metrics),
-      workers_(PromptThreads(), kMaxPendingPrompts) {}
+      workers_(PromptThreads(), kMaxPendingPrompts) {
+  // The generated handlers answer a request that does not parse with UNIMPLEMENTED and no
+  // message; these parse it themselves (parsed_request.h) and say which field is wrong.
+  using grpc::internal::CallbackServerStreamingHandler;
+  using grpc::internal::CallbackUnaryHandler;
+  MarkMethodCallback(
+      MethodIndex("Generate"),
+      new CallbackServerStreamingHandler<ParsedRequest<v1::GenerateRequest>, v1::GenerateResponse>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::GenerateRequest>* r) {
+            return r->error.ok() ? Generate(c, &r->message) : RefuseStream(c, "Generate", r->error);
+          }));
+  MarkMethodCallback(
+      MethodIndex("Chat"),
+      new CallbackServerStreamingHandler<ParsedRequest<v1::ChatRequest>, v1::GenerateResponse>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::ChatRequest>* r) {
+            return r->error.ok() ? Chat(c, &r->message) : RefuseStream(c, "Chat", r->error);
+          }));
+  MarkMethodCallback(
+      MethodIndex("Tokenize"),
+      new CallbackUnaryHandler<ParsedRequest<v1::TokenizeRequest>, v1::TokenizeResponse>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::TokenizeRequest>* r,
+                 v1::TokenizeResponse* response) {
+            return r->error.ok() ? Tokenize(c, &r->message, response)
+                                 : FinishUnary(c, "Tokenize", Refusal(c, "Tokenize", r->error));
+          }));
+  MarkMethodCallback(
+      MethodIndex("GetModelInfo"),
+      new CallbackUnaryHandler<ParsedRequest<v1::GetModelInfoRequest>, v1::ModelInfo>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::GetModelInfoRequest>* r,
+                 v1::ModelInfo* response) {
+            return r->error.ok()
+                       ? GetModelInfo(c, &r->message, response)
+                       : FinishUnary(c, "GetModelInfo", Refusal(c, "GetModelInfo", r->error));
+          }));
+  MarkMethodCallback(
+      MethodIndex("CreateSession"),
+      new CallbackUnaryHandler<ParsedRequest<v1::CreateSessionRequest>, v1::Session>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::CreateSessionRequest>* r,
+                 v1::Session* response) {
+            return r->error.ok()
+                       ? CreateSession(c, &r->message, response)
+                       : FinishUnary(c, "CreateSession", Refusal(c, "CreateSession", r->error));
+          }));
+  MarkMethodCallback(
+      MethodIndex("DeleteSession"),
+      new CallbackUnaryHandler<ParsedRequest<v1::DeleteSessionRequest>, v1::DeleteSessionResponse>(
+          [this](grpc::CallbackServerContext* c, const ParsedRequest<v1::DeleteSessionRequest>* r,
+                 v1::DeleteSessionResponse* response) {
+            return r->error.ok()
+                       ? DeleteSession(c, &r->message, response)
+                       : FinishUnary(c, "DeleteSession", Refusal(c, "DeleteSession", r->error));
+          }));
+}
+
+grpc::Status TextGenerationService::Refusal(grpc::CallbackServerContext* context,
+                                            const char* method,
+                                            const absl::Status& parse_error) const {
+  std::string principal;
+  // A caller without a valid key learns nothing, not even what is wrong with its request.
+  if (grpc::Status st = Authenticate(context, method, &principal); !st.ok()) return st;
+  return ToGrpcStatus(parse_error);
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::RefuseStream(
+    grpc::CallbackServerContext* context, const char* method, const absl::Status& parse_error) {
+  const grpc::Status st = Refusal(context, method, parse_error);
+  metrics_->CountRequest(method, GrpcCodeName(st.error_code()));
+  return new FinishedStream(st);
+}
 
 grpc::Status TextGenerationService::GetEngine(Engine** engine) const {
   *engine = engine_.load(std::memory_order_acquire);
   if (*engine == nullptr) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status TextGenerationService::Admit(grpc::CallbackServerContext* context, const char* method,
+                                          std::string* principal, Engine** engine) const {
+  if (grpc::Status st = Authenticate(context, method, principal); !st.ok()) return st;
+  return GetEngine(engine);
+}
+
+grpc::Status TextGenerationService::Authenticate(grpc::CallbackServerContext* context,
+                                                 const char* method, std::string* principal) const {
+  if (!keys_->enabled()) return grpc::Status::OK;
+  absl::string_view authorization;
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  }
+  absl::StatusOr<std::string> who = keys_->Authenticate(authorization);
+  if (!who.ok()) {
+    spdlog::info("{} refused from {}: {}", method, LogSafe(context->peer()),
+                 std::string(who.status().message()));
+    return ToGrpcStatus(who.status());
+  }
+  *principal = *std::move(who);
   return grpc::Status::OK;
 }
 
@@ -66,12 +170,14 @@ void TextGenerationService::FinishUnary(grpc::ServerUnaryReactor* reactor, const
 grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+  std::string principal;
+  if (grpc::Status st = Admit(context, "Generate", &principal, &engine); !st.ok()) {
     metrics_->CountRequest("Generate", GrpcCodeName(st.error_code()));
     return new FinishedStream(st);
   }
   // Converting copies the prompt (after checking its size); the engine tokenizes it in Submit.
   absl::StatusOr<EngineRequest> converted = ToEngineRequest(*request, limits_);
+  if (converted.ok()) converted->session_owner = principal;
   const bool long_prompt = converted.ok() && converted->prompt_text.has_value() &&
                            converted->prompt_text->size() > kInlinePromptBytes;
   return GenerateReactor::Start(
@@ -82,7 +188,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
 grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Chat(
     grpc::CallbackServerContext* context, const v1::ChatRequest* request) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+  std::string principal;
+  if (grpc::Status st = Admit(context, "Chat", &principal, &engine); !st.ok()) {
     metrics_->CountRequest("Chat", GrpcCodeName(st.error_code()));
     return new FinishedStream(st);
   }
@@ -99,21 +206,24 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Chat(
     auto copy = std::make_shared<const v1::ChatRequest>(*request);
     return GenerateReactor::Start(
         engine,
-        [engine, chat = chat_.get(), copy, limits = limits_] {
-          return chat->Build(*engine, *copy, limits);
+        [engine, chat = chat_.get(), copy, limits = limits_, principal] {
+          return chat->Build(*engine, *copy, limits, principal);
         },
         &workers_, "Chat", metrics_, &shutdown_, context);
   }
   return GenerateReactor::Start(
-      engine, [&] { return chat_->Build(*engine, *request, limits_); }, nullptr, "Chat", metrics_,
-      &shutdown_, context);
+      engine, [&] { return chat_->Build(*engine, *request, limits_, principal); }, nullptr, "Chat",
+      metrics_, &shutdown_, context);
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                           const v1::TokenizeRequest* request,
                                                           v1::TokenizeResponse* response) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) return FinishUnary(context, "Tokenize", st);
+  std::string principal;
+  if (grpc::Status st = Admit(context, "Tokenize", &principal, &engine); !st.ok()) {
+    return FinishUnary(context, "Tokenize", st);
+  }
   if (absl::Status st = CheckPromptBytes("text", request->text().size(), limits_); !st.ok()) {
     return FinishUnary(context, "Tokenize", ToGrpcStatus(st));
   }
@@ -143,7 +253,8 @@ grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(
     grpc::CallbackServerContext* context, const v1::GetModelInfoRequest* request,
     v1::ModelInfo* response) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+  std::string principal;
+  if (grpc::Status st = Admit(context, "GetModelInfo", &principal, &engine); !st.ok()) {
     return FinishUnary(context, "GetModelInfo", st);
   }
   const Model& model = engine->model();
@@ -172,18 +283,23 @@ grpc::ServerUnaryReactor* TextGenerationService::CreateSession(
     grpc::CallbackServerContext* context, const v1::CreateSessionRequest* request,
     v1::Session* response) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+  std::string principal;
+  if (grpc::Status st = Admit(context, "CreateSession", &principal, &engine); !st.ok()) {
     return FinishUnary(context, "CreateSession", st);
   }
-  absl::StatusOr<std::string> id = engine->CreateSession(request->session_id());
+  const bool chosen = !request->session_id().empty();
+  const absl::Status checked = CheckChosenSessionId(request->session_id());
+  absl::StatusOr<std::string> id = checked.ok()
+                                       ? engine->CreateSession(request->session_id(), principal)
+                                       : absl::StatusOr<std::string>(checked);
   if (!id.ok()) {
-    spdlog::info("create_session requested={} status={}", ValidUtf8(request->session_id()),
-                 id.status().ToString());
+    spdlog::info("create_session chosen_by={} status={}", chosen ? "client" : "server",
+                 LogSafe(id.status().ToString()));
     return FinishUnary(context, "CreateSession", ToGrpcStatus(id.status()));
   }
   response->set_session_id(*id);
-  spdlog::info("create_session id={} chosen_by={}", *id,
-               request->session_id().empty() ? "server" : "client");
+  spdlog::info("create_session id={} chosen_by={}", LoggedSessionId(*id),
+               chosen ? "client" : "server");
   return FinishUnary(context, "CreateSession", grpc::Status::OK);
 }
 
@@ -191,11 +307,14 @@ grpc::ServerUnaryReactor* TextGenerationService::DeleteSession(
     grpc::CallbackServerContext* context, const v1::DeleteSessionRequest* request,
     v1::DeleteSessionResponse* response) {
   Engine* engine = nullptr;
-  if (grpc::Status st = GetEngine(&engine); !st.ok()) {
+  std::string principal;
+  if (grpc::Status st = Admit(context, "DeleteSession", &principal, &engine); !st.ok()) {
     return FinishUnary(context, "DeleteSession", st);
   }
-  absl::Status st = engine->DeleteSession(request->session_id());
-  spdlog::info("delete_session id={} status={}", ValidUtf8(request->session_id()), st.ToString());
+  absl::Status st = CheckSessionId(request->session_id());
+  if (st.ok()) st = engine->DeleteSession(request->session_id(), principal);
+  spdlog::info("delete_session id={} status={}", LoggedSessionId(request->session_id()),
+               GrpcCodeName(ToGrpcStatus(st).error_code()));
   return FinishUnary(context, "DeleteSession", ToGrpcStatus(st));
 }
 

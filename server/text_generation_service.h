@@ -7,6 +7,10 @@
 // refused before any tokenizing, and a text over kInlinePromptBytes (Generate's prompt, a
 // chat's messages, Tokenize's text) is prepared and tokenized on the PromptWorkers instead, so
 // that health checks and small requests stay fast while clients send long prompts.
+// With API keys every RPC first needs "authorization: Bearer KEY" metadata (UNAUTHENTICATED
+// otherwise); the key's principal owns the sessions it creates, and to anyone else they do not
+// exist (NOT_FOUND, as for an unknown id). The health and reflection services are not this
+// service: they stay open.
 #ifndef TEXTGEN_SERVER_TEXT_GENERATION_SERVICE_H_
 #define TEXTGEN_SERVER_TEXT_GENERATION_SERVICE_H_
 
@@ -16,6 +20,7 @@
 #include <memory>
 
 #include "engine/scheduler/engine.h"
+#include "server/api_keys.h"
 #include "server/chat_prompter.h"
 #include "server/prompt_workers.h"
 #include "server/request_convert.h"
@@ -31,9 +36,10 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
   // takes about a millisecond).
   static constexpr size_t kInlinePromptBytes = 8 << 10;
 
-  // `kv_block_size` is reported by GetModelInfo. Borrows `metrics`, which must outlive the gRPC
-  // server this service is registered with.
-  TextGenerationService(RequestLimits limits, int kv_block_size, ServerMetrics* metrics);
+  // `kv_block_size` is reported by GetModelInfo. Borrows `keys` and `metrics`, which must
+  // outlive the gRPC server this service is registered with.
+  TextGenerationService(RequestLimits limits, int kv_block_size, const ApiKeys* keys,
+                        ServerMetrics* metrics);
 
   // Finishes the prompt work already accepted (a long prompt's Submit) and refuses more. Call
   // after the gRPC server stopped, before the engine goes.
@@ -71,6 +77,20 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
  private:
   // The engine, or UNAVAILABLE (the status) if not loaded yet.
   grpc::Status GetEngine(Engine** engine) const;
+  // The caller's principal from its authorization metadata ("" without keys), or
+  // UNAUTHENTICATED (logged with the peer, never the key).
+  grpc::Status Authenticate(grpc::CallbackServerContext* context, const char* method,
+                            std::string* principal) const;
+  // Authenticate, then the engine as GetEngine.
+  grpc::Status Admit(grpc::CallbackServerContext* context, const char* method,
+                     std::string* principal, Engine** engine) const;
+  // What a request that did not parse gets: UNAUTHENTICATED without a valid key, else the
+  // parse error (INVALID_ARGUMENT naming the field).
+  grpc::Status Refusal(grpc::CallbackServerContext* context, const char* method,
+                       const absl::Status& parse_error) const;
+  grpc::ServerWriteReactor<v1::GenerateResponse>* RefuseStream(grpc::CallbackServerContext* context,
+                                                               const char* method,
+                                                               const absl::Status& parse_error);
   // Finishes a unary RPC with `status`, counting it under `method`.
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, const char* method,
                                         const grpc::Status& status);
@@ -82,6 +102,7 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
   std::unique_ptr<const ChatPrompter> chat_;
   const RequestLimits limits_;
   const int kv_block_size_;
+  const ApiKeys* const keys_;
   ServerMetrics* const metrics_;
   PromptWorkers workers_;
   ShutdownClock shutdown_;

@@ -17,6 +17,7 @@ namespace textgen::server {
 namespace {
 
 constexpr char kServiceName[] = "textgen.v1.TextGeneration";
+constexpr int kMetricsThreads = 32;
 
 // The kernels are picked at compile time (TEXTGEN_MARCH): say what this build uses, and warn
 // when the CPU could do much better (a portable image on an AVX-512/AMX server) or worse.
@@ -64,29 +65,92 @@ std::string ModelId(const std::string& model_path) {
   return p.filename().string();
 }
 
+// Whether HOST:PORT names this host only (so that no one else can reach it).
+bool IsLoopback(const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host.starts_with("127.") || host == "::1";
+}
+
+// Serving others is fine, but not silently without TLS or keys.
+void WarnIfExposed(const ServerOptions& o, bool keys) {
+  struct Listener {
+    const char* flag;
+    const std::string& address;
+    bool serves_api;  // false: /metrics, open by design
+  };
+  for (const Listener& l :
+       {Listener{"--listen", o.listen, true}, Listener{"--http-listen", o.http_listen, true},
+        Listener{"--metrics-listen", o.metrics_listen, false}}) {
+    if (l.address.empty() || IsLoopback(l.address)) continue;
+    if (!o.tls.enabled()) {
+      spdlog::warn(
+          "{} {} is reachable from other hosts without TLS: prompts, answers{} cross the "
+          "network in clear text (--tls-cert, --tls-key)",
+          l.flag, l.address, l.serves_api && keys ? " and API keys" : "");
+    }
+    if (l.serves_api && !keys) {
+      spdlog::warn(
+          "{} {} is reachable from other hosts without API keys: anyone who reaches it can "
+          "generate and use any session (--api-keys-file)",
+          l.flag, l.address);
+    }
+  }
+}
+
+// Plain text, or TLS from the checked files (clients must present a certificate signed by
+// the client CA when one is given).
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcCredentials(const TlsFiles& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  TG_ASSIGN_OR_RETURN(TlsPem pem, ReadTlsFiles(tls));
+  grpc::SslServerCredentialsOptions ssl(
+      pem.client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = pem.client_ca;
+  ssl.pem_key_cert_pairs.push_back({pem.private_key, pem.cert_chain});
+  return grpc::SslServerCredentials(ssl);
+}
+
 }  // namespace
 
 TextgenServer::TextgenServer(const ServerOptions& options) : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const ServerOptions& options) {
+  TG_RETURN_IF_ERROR(CheckTlsFiles(options.tls));
+  TG_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                      GrpcCredentials(options.tls));
   auto s = std::unique_ptr<TextgenServer>(new TextgenServer(options));
-  s->service_ = std::make_unique<TextGenerationService>(options.limits,
-                                                        options.engine.kv_block_size, &s->metrics_);
+  if (!options.api_keys_file.empty()) {
+    TG_ASSIGN_OR_RETURN(s->api_keys_, ApiKeys::Load(options.api_keys_file));
+    spdlog::info("API keys: {} from {}", s->api_keys_.size(), options.api_keys_file);
+  }
+  WarnIfExposed(options, s->api_keys_.enabled());
+  s->service_ = std::make_unique<TextGenerationService>(
+      options.limits, options.engine.kv_block_size, &s->api_keys_, &s->metrics_);
   s->metrics_.SetStatsSource([server = s.get()]() -> std::optional<EngineStats> {
     absl::MutexLock lock(&server->engine_mu_);
     if (server->engine_ == nullptr) return std::nullopt;
     return server->engine_->Stats();
   });
+  const char* scheme = options.tls.enabled() ? "https" : "http";
   if (!options.metrics_listen.empty()) {
+    HttpListenerOptions metrics;
+    // A scrape is quick, but each connection holds a worker while it is open: enough workers
+    // that a few idle or slow connections cannot keep Prometheus out.
+    metrics.threads = kMetricsThreads;
+    metrics.timeout = options.http_timeout;
+    metrics.tls = options.tls;
     TG_ASSIGN_OR_RETURN(s->metrics_http_,
-                        MetricsHttpServer::Start(options.metrics_listen,
+                        MetricsHttpServer::Start(options.metrics_listen, metrics,
                                                  [m = &s->metrics_] { return m->Render(); }));
-    spdlog::info("metrics on http://{}/metrics (port {})", options.metrics_listen,
+    spdlog::info("metrics on {}://{}/metrics (port {})", scheme, options.metrics_listen,
                  s->metrics_http_->port());
   }
 
   if (!options.http_listen.empty()) {
-    s->api_ = std::make_unique<openai::OpenAiApi>(options.limits, &s->metrics_);
+    s->api_ = std::make_unique<openai::OpenAiApi>(options.limits, &s->api_keys_, &s->metrics_);
     HttpListenerOptions http;
     http.threads = options.http_threads > 0 ? options.http_threads
                                             : options.engine.max_active_requests +
@@ -95,6 +159,7 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
     // Room for a prompt of the largest size allowed, JSON-escaped, and the rest of the body.
     http.max_body_bytes =
         std::max<size_t>(http.max_body_bytes, 2 * options.limits.max_prompt_bytes + (1 << 20));
+    http.tls = options.tls;
     absl::StatusOr<std::unique_ptr<HttpListener>> listener =
         HttpListener::Start(options.http_listen, "the HTTP API", http,
                             [api = s->api_.get()](httplib::Server& h) { api->AddRoutes(h); });
@@ -103,7 +168,7 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
       return listener.status();
     }
     s->api_http_ = *std::move(listener);
-    spdlog::info("OpenAI-compatible API and chat page on http://{}/ (port {}, {} workers)",
+    spdlog::info("OpenAI-compatible API and chat page on {}://{}/ (port {}, {} workers)", scheme,
                  options.http_listen, s->api_http_->port(), http.threads);
   }
 
@@ -111,7 +176,7 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
   // library carries generated descriptors that must not be linked into every user of this one.)
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen, credentials, &s->port_);
   builder.RegisterService(s->service_.get());
   // Reflection is a synchronous service; its pollers notice a shutdown only when their
   // completion-queue wait times out (10 s by default), which would delay every exit.
@@ -125,7 +190,9 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
   s->SetState(State::kLoading);
-  spdlog::info("listening on {} (port {}); loading {}", options.listen, s->port_,
+  spdlog::info("listening on {} (port {}{}{}); loading {}", options.listen, s->port_,
+               options.tls.enabled() ? ", TLS" : "",
+               options.tls.client_ca.empty() ? "" : " with client certificates",
                options.engine.model_path);
   return s;
 }

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/scheduler/engine.h"
+#include "server/api_keys.h"
 #include "server/http_listener.h"
 #include "server/metrics_http_server.h"
 #include "server/openai/openai_api.h"
@@ -29,7 +30,8 @@ class TextgenServer {
  public:
   // Starts listening (gRPC, and the metrics endpoint if options.metrics_listen is set) in the
   // loading state: health NOT_SERVING, TextGeneration RPCs UNAVAILABLE. Unavailable if an
-  // address cannot be bound.
+  // address cannot be bound; InvalidArgument (naming the flag) for unusable TLS files or API
+  // keys file. Warns about listeners reachable from other hosts without TLS or keys.
   static absl::StatusOr<std::unique_ptr<TextgenServer>> Start(const ServerOptions& options);
   // Shutdown(zero grace) if not done yet.
   ~TextgenServer();
@@ -61,6 +63,7 @@ class TextgenServer {
   void SetState(State state);
 
   const ServerOptions options_;
+  ApiKeys api_keys_;  // none: open
   ServerMetrics metrics_;
   std::unique_ptr<TextGenerationService> service_;
   std::unique_ptr<grpc::Server> server_;

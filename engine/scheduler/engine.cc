@@ -123,19 +123,21 @@ absl::Status Engine::CheckFits(const Session* session, int held_tokens, int prom
                            : ": even this prompt does not fit; send a shorter one"));
 }
 
-absl::StatusOr<std::string> Engine::CreateSession(const std::string& requested_id) {
-  return sessions_->Create(requested_id);
+absl::StatusOr<std::string> Engine::CreateSession(const std::string& requested_id,
+                                                  const std::string& owner) {
+  return sessions_->Create(requested_id, owner);
 }
 
-absl::Status Engine::DeleteSession(const std::string& id) {
-  TG_RETURN_IF_ERROR(sessions_->Delete(id));
+absl::Status Engine::DeleteSession(const std::string& id, const std::string& owner) {
+  TG_RETURN_IF_ERROR(sessions_->Delete(id, owner));
   absl::MutexLock lock(&mu_);
   sessions_deleted_ = true;
   return absl::OkStatus();
 }
 
-absl::StatusOr<SessionAttachment> Engine::GetSessionAttachment(const std::string& id) const {
-  return sessions_->GetAttachment(id);
+absl::StatusOr<SessionAttachment> Engine::GetSessionAttachment(const std::string& id,
+                                                               const std::string& owner) const {
+  return sessions_->GetAttachment(id, owner);
 }
 
 absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
@@ -161,8 +163,8 @@ absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
   uint64_t version = 0;       // the session's version they are of
   std::vector<int32_t> prompt;
   if (!request.session_id.empty()) {
-    TG_ASSIGN_OR_RETURN(
-        session, sessions_->FindFree(request.session_id, request.session_version, &held, &version));
+    TG_ASSIGN_OR_RETURN(session, sessions_->FindFree(request.session_id, request.session_owner,
+                                                     request.session_version, &held, &version));
     if (request.decoding.context_overflow == ContextOverflow::kSlide) {
       return absl::InvalidArgumentError(
           "context_overflow: slide is not supported within a session yet");

@@ -112,6 +112,9 @@ struct EngineRequest {
   // conversation and this turn no longer fit the context (the message says how full it is).
   // A turn that fails or is cancelled leaves the conversation as it was.
   std::string session_id;
+  // The principal continuing the session: a session answers only to the owner that created it
+  // (anyone else gets the same NotFound as for an unknown id, so ids cannot be probed).
+  std::string session_owner;
   SessionPrompt session_prompt = SessionPrompt::kAppend;
   // With session_id: FailedPrecondition unless the session is still at this version (see
   // SessionAttachment), i.e. no turn ended since the caller read it.
@@ -162,12 +165,17 @@ class Engine {
   // A new conversation. `requested_id` empty: a fresh unguessable id (128 random bits as 32
   // lowercase hex characters). Otherwise that id, which must have the same form
   // (InvalidArgument) and be unused (AlreadyExists). ResourceExhausted at max_sessions.
-  absl::StatusOr<std::string> CreateSession(const std::string& requested_id = "");
+  // `owner` (the principal creating it; "" when the server has no authentication) is the only
+  // one the session answers to below and in Submit.
+  absl::StatusOr<std::string> CreateSession(const std::string& requested_id = "",
+                                            const std::string& owner = "");
   // Frees the session's tokens and KV blocks at once (after its running request, if any).
-  // NotFound if unknown.
-  absl::Status DeleteSession(const std::string& id);
-  // The session's attachment and version (a copy). NotFound if unknown or expired.
-  absl::StatusOr<SessionAttachment> GetSessionAttachment(const std::string& id) const;
+  // NotFound if unknown or owned by another principal.
+  absl::Status DeleteSession(const std::string& id, const std::string& owner = "");
+  // The session's attachment and version (a copy). NotFound if unknown, expired or owned by
+  // another principal.
+  absl::StatusOr<SessionAttachment> GetSessionAttachment(const std::string& id,
+                                                         const std::string& owner = "") const;
 
   const Model& model() const { return *model_; }
   // The KV cache's element type (as chosen at Create).

@@ -31,12 +31,14 @@ absl::Status Unknown(const std::string& id) {
 
 }  // namespace
 
-std::shared_ptr<Session> SessionStore::Find(const std::string& id) const {
+std::shared_ptr<Session> SessionStore::Find(const std::string& id, const std::string& owner) const {
   auto it = sessions_.find(id);
-  return it == sessions_.end() ? nullptr : it->second;
+  if (it == sessions_.end() || it->second->owner != owner) return nullptr;
+  return it->second;
 }
 
-absl::StatusOr<std::string> SessionStore::Create(const std::string& requested_id) {
+absl::StatusOr<std::string> SessionStore::Create(const std::string& requested_id,
+                                                 const std::string& owner) {
   if (!requested_id.empty() && !IsSessionId(requested_id)) {
     return absl::InvalidArgumentError(
         "session_id must be 32 lowercase hex characters (128 random bits)");
@@ -47,19 +49,22 @@ absl::StatusOr<std::string> SessionStore::Create(const std::string& requested_id
         absl::StrCat("session limit reached (", max_sessions_, ")"));
   }
   std::string id = requested_id.empty() ? RandomSessionId() : requested_id;
-  if (Find(id) != nullptr) {
+  // Any owner's: ids are unique across principals (one that is taken says so only to a client
+  // that already knows it).
+  if (sessions_.contains(id)) {
     return absl::AlreadyExistsError(absl::StrCat("session ", id, " already exists"));
   }
   auto session = std::make_shared<Session>();
   session->id = id;
+  session->owner = owner;
   session->last_used = absl::Now();
   sessions_[id] = std::move(session);
   return id;
 }
 
-absl::Status SessionStore::Delete(const std::string& id) {
+absl::Status SessionStore::Delete(const std::string& id, const std::string& owner) {
   absl::MutexLock lock(&mu_);
-  std::shared_ptr<Session> s = Find(id);
+  std::shared_ptr<Session> s = Find(id, owner);
   if (s == nullptr) return absl::NotFoundError(absl::StrCat("unknown session ", id));
   s->deleted = true;
   sessions_.erase(id);
@@ -67,9 +72,10 @@ absl::Status SessionStore::Delete(const std::string& id) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SessionAttachment> SessionStore::GetAttachment(const std::string& id) const {
+absl::StatusOr<SessionAttachment> SessionStore::GetAttachment(const std::string& id,
+                                                              const std::string& owner) const {
   absl::MutexLock lock(&mu_);
-  std::shared_ptr<Session> s = Find(id);
+  std::shared_ptr<Session> s = Find(id, owner);
   if (s == nullptr) return absl::NotFoundError(absl::StrCat("unknown session ", id));
   return SessionAttachment{s->attachment, s->version};
 }
@@ -88,11 +94,12 @@ absl::Status SessionStore::CheckFree(const Session& s, std::optional<uint64_t> v
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionStore::FindFree(const std::string& id,
+                                                                const std::string& owner,
                                                                 std::optional<uint64_t> version,
                                                                 std::vector<int32_t>* tokens,
                                                                 uint64_t* tokens_version) const {
   absl::MutexLock lock(&mu_);
-  std::shared_ptr<Session> s = Find(id);
+  std::shared_ptr<Session> s = Find(id, owner);
   if (s == nullptr) return Unknown(id);
   if (absl::Status st = CheckFree(*s, version); !st.ok()) return st;
   *tokens = s->tokens;

@@ -32,6 +32,7 @@ struct SessionAttachment {
 // belong to the engine's scheduler thread.
 struct Session {
   std::string id;
+  std::string owner;  // the principal that created it ("" without authentication)
   std::vector<int32_t> tokens;
   std::string attachment;
   uint64_t version = 0;
@@ -53,17 +54,20 @@ class SessionStore {
 
   // `requested_id` empty: a fresh unguessable id (128 random bits as 32 lowercase hex
   // characters). Otherwise that id, which must have the same form (InvalidArgument) and be
-  // unused (AlreadyExists). ResourceExhausted at max_sessions.
-  absl::StatusOr<std::string> Create(const std::string& requested_id);
+  // unused (AlreadyExists). ResourceExhausted at max_sessions. The session answers only to
+  // `owner` below: for anyone else it is NotFound, the same as an unknown id, so ids cannot be
+  // probed.
+  absl::StatusOr<std::string> Create(const std::string& requested_id, const std::string& owner);
   // Removes the session; the scheduler frees its blocks (TakeGone). NotFound if unknown.
-  absl::Status Delete(const std::string& id);
+  absl::Status Delete(const std::string& id, const std::string& owner);
   // A copy. NotFound if unknown or expired.
-  absl::StatusOr<SessionAttachment> GetAttachment(const std::string& id) const;
+  absl::StatusOr<SessionAttachment> GetAttachment(const std::string& id,
+                                                  const std::string& owner) const;
 
   // A session that can take a turn now, with a copy of its tokens and the version they are of:
   // NotFound if unknown or expired, FailedPrecondition if another request holds it or
   // `version` is set and differs.
-  absl::StatusOr<std::shared_ptr<Session>> FindFree(const std::string& id,
+  absl::StatusOr<std::shared_ptr<Session>> FindFree(const std::string& id, const std::string& owner,
                                                     std::optional<uint64_t> version,
                                                     std::vector<int32_t>* tokens,
                                                     uint64_t* tokens_version) const;
@@ -98,8 +102,9 @@ class SessionStore {
   int size() const;
 
  private:
-  // The one lookup by id.
-  std::shared_ptr<Session> Find(const std::string& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The one lookup by id: nullptr if unknown or owned by another principal.
+  std::shared_ptr<Session> Find(const std::string& id, const std::string& owner) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status CheckFree(const Session& s, std::optional<uint64_t> version) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 

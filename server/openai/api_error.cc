@@ -50,6 +50,11 @@ ApiError ToApiError(const absl::Status& status) {
       e.type = "rate_limit_error";
       e.code = "rate_limit_exceeded";
       break;
+    case absl::StatusCode::kUnauthenticated:
+      e.http_status = 401;
+      e.type = "invalid_request_error";
+      e.code = "invalid_api_key";
+      break;
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kCancelled:
       e.http_status = 503;

@@ -31,8 +31,9 @@ struct ApiError {
 
 // InvalidArgument, FailedPrecondition, OutOfRange -> 400 invalid_request_error; NotFound -> 404;
 // ResourceExhausted (queue full, or a request the KV pool can never hold) -> 429
-// rate_limit_error; Unavailable (loading, draining) and Cancelled -> 503; Unimplemented -> 501;
-// anything else -> 500 server_error. Never called with OK.
+// rate_limit_error; Unauthenticated (no or a wrong API key) -> 401 invalid_request_error with
+// code invalid_api_key, as OpenAI answers; Unavailable (loading, draining) and Cancelled -> 503;
+// Unimplemented -> 501; anything else -> 500 server_error. Never called with OK.
 ApiError ToApiError(const absl::Status& status);
 
 // {"error": {...}} as JSON text (valid UTF-8 whatever the message holds).

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/log_safe.h"
 #include "server/openai/api_error.h"
 #include "server/openai/chat_page.h"
 #include "server/openai/completion_responder.h"
@@ -26,6 +27,14 @@ std::string ResponseId(Endpoint endpoint) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return absl::StrFormat("%s%016x%08x", endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", rng(),
                          static_cast<uint32_t>(rng()));
+}
+
+// A request's path as a metrics label: one of the routes, never what a client made up.
+std::string MetricsRoute(const std::string& path) {
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/models") {
+    return path;
+  }
+  return path.starts_with("/v1/models/") ? "/v1/models/{id}" : "/v1/(unknown)";
 }
 
 json ModelJson(const std::string& id) {
@@ -53,8 +62,8 @@ absl::Status CheckContext(const CompletionRequest& r, size_t prompt_tokens, int 
 
 }  // namespace
 
-OpenAiApi::OpenAiApi(RequestLimits limits, ServerMetrics* metrics)
-    : limits_(limits), metrics_(metrics) {}
+OpenAiApi::OpenAiApi(RequestLimits limits, const ApiKeys* keys, ServerMetrics* metrics)
+    : limits_(limits), keys_(keys), metrics_(metrics) {}
 
 void OpenAiApi::SetEngine(Engine* engine, std::string model_id,
                           absl::StatusOr<ChatPromptFn> chat_prompt) {
@@ -76,10 +85,22 @@ void OpenAiApi::ReplyError(const std::string& route, const absl::Status& status,
   res.status = e.http_status;
   res.set_content(ErrorBody(e), kJson);
   metrics_->CountRequest(route, MetricsCode(status));
-  spdlog::info("http {} status={} {}", route, e.http_status, std::string(status.message()));
+  spdlog::info("http {} status={} {}", LogSafe(route), e.http_status, LogSafe(status.message()));
 }
 
 void OpenAiApi::AddRoutes(httplib::Server& http) {
+  // Before routing (and before the body is parsed): without a valid key nothing under /v1
+  // runs, and an unknown /v1 path cannot be told from a known one.
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!keys_->enabled() || !req.path.starts_with("/v1/")) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    absl::StatusOr<std::string> who = keys_->Authenticate(req.get_header_value("Authorization"));
+    if (who.ok()) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("WWW-Authenticate", "Bearer");
+    ReplyError(MetricsRoute(req.path), who.status(), res);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   http.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(kChatPageHtml, "text/html; charset=utf-8");
   });

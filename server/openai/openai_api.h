@@ -9,6 +9,8 @@
 // same metrics as the gRPC API's.
 //
 // Until SetEngine (while the model loads) and once Drain starts, the /v1 routes answer 503.
+// With API keys the /v1 routes need "Authorization: Bearer KEY" (401 in OpenAI's error shape
+// otherwise, before the body is looked at); the chat page itself is static and stays open.
 #ifndef TEXTGEN_SERVER_OPENAI_OPENAI_API_H_
 #define TEXTGEN_SERVER_OPENAI_OPENAI_API_H_
 
@@ -24,6 +26,7 @@
 #include "absl/time/time.h"
 #include "engine/scheduler/engine.h"
 #include "nlohmann/json.hpp"
+#include "server/api_keys.h"
 #include "server/openai/completion_request.h"
 #include "server/openai/run_registry.h"
 #include "server/request_convert.h"
@@ -44,8 +47,8 @@ using ChatPromptFn = std::function<absl::StatusOr<std::vector<int32_t>>(
 
 class OpenAiApi {
  public:
-  // Borrows `metrics`, which must outlive the HTTP server the routes are added to.
-  OpenAiApi(RequestLimits limits, ServerMetrics* metrics);
+  // Borrows `keys` and `metrics`, which must outlive the HTTP server the routes are added to.
+  OpenAiApi(RequestLimits limits, const ApiKeys* keys, ServerMetrics* metrics);
 
   // Adds the routes (and JSON bodies for httplib's own 404s and handler exceptions).
   void AddRoutes(httplib::Server& http);
@@ -80,6 +83,7 @@ class OpenAiApi {
                   httplib::Response& res) const;
 
   const RequestLimits limits_;
+  const ApiKeys* const keys_;
   ServerMetrics* const metrics_;
   RunRegistry runs_;
   std::atomic<const Serving*> serving_{nullptr};

@@ -36,7 +36,7 @@ TEST_CASE("explicit request fields are carried over", "[server][convert]") {
   v1::GenerateRequest req;
   req.add_prompt_ids(1);
   req.add_prompt_ids(5);
-  req.set_session_id("abc");
+  req.set_session_id("0123456789abcdef0123456789abcdef");
   req.set_method(v1::SAMPLE);
   req.set_max_new_tokens(7);
   req.set_use_cache(false);
@@ -55,7 +55,7 @@ TEST_CASE("explicit request fields are carried over", "[server][convert]") {
   REQUIRE(r.ok());
   CHECK(r->prompt_ids == std::vector<int32_t>{1, 5});
   CHECK(!r->prompt_text.has_value());
-  CHECK(r->session_id == "abc");
+  CHECK(r->session_id == "0123456789abcdef0123456789abcdef");
   CHECK(!r->add_bos.has_value());
   const DecodingOptions& d = r->decoding;
   CHECK(d.method == DecodingMethod::kSample);

@@ -25,12 +25,13 @@ StreamResult Collect(Reader& reader) {
 }  // namespace
 
 StreamResult RunChat(textgen::v1::TextGeneration::Stub& stub, const textgen::v1::ChatRequest& req,
-                     int deadline_ms) {
+                     int deadline_ms, const CallMetadata& metadata) {
   grpc::ClientContext ctx;
   if (deadline_ms > 0) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
   }
   ctx.set_wait_for_ready(true);
+  for (const auto& [key, value] : metadata) ctx.AddMetadata(key, value);
   auto reader = stub.Chat(&ctx, req);
   return Collect(*reader);
 }

@@ -33,7 +33,7 @@ StreamResult RunGenerate(textgen::v1::TextGeneration::Stub& stub,
 
 // Runs Chat to its end, as RunGenerate.
 StreamResult RunChat(textgen::v1::TextGeneration::Stub& stub, const textgen::v1::ChatRequest& req,
-                     int deadline_ms = 30000);
+                     int deadline_ms = 30000, const CallMetadata& metadata = {});
 
 }  // namespace textgen::testing
 

@@ -105,6 +105,7 @@ ServerProcess::ServerProcess(ServerProcessOptions options) {
   // take seconds. Read once by grpc_init: effective if no channel was made before this point.
   ::setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "20", /*overwrite=*/0);
   if (options.model.empty()) options.model = ModelPath("stories260K.gguf");
+  credentials_ = options.credentials;
   log_path_ = ScratchDir() + "/server.log";
   std::string why;
   // A port picked free can be taken before the server binds it; a few tries make that moot.
@@ -153,10 +154,11 @@ bool ServerProcess::TryStart(const ServerProcessOptions& options, std::string* w
 }
 
 std::shared_ptr<grpc::Channel> ServerProcess::NewChannel() const {
-  return NewTestChannel(address_);
+  return NewTestChannel(address_, credentials_);
 }
 
-std::shared_ptr<grpc::Channel> NewTestChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> NewTestChannel(
+    const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
   // A distinct argument keeps gRPC from sharing one subchannel among all channels.
   static std::atomic<int> counter{0};
@@ -165,7 +167,8 @@ std::shared_ptr<grpc::Channel> NewTestChannel(const std::string& address) {
   // growing) would add seconds to every startup.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
+  return grpc::CreateCustomChannel(address, credentials, args);
 }
 
 bool ServerProcess::Running() { return child_.Running(); }

@@ -28,6 +28,9 @@ struct ServerProcessOptions {
   // Give the model, address and compute as TEXTGEN_MODEL / TEXTGEN_LISTEN / TEXTGEN_COMPUTE
   // instead of flags (the command line then holds only extra_args).
   bool flags_in_env = false;
+  // How test channels (the readiness check's too) connect: nullptr = plain text; TLS
+  // credentials for a server started with --tls-cert.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
   // false: return as soon as the health service answers at all (e.g. NOT_SERVING while the
   // model loads) instead of waiting for SERVING.
   bool wait_for_serving = true;
@@ -81,6 +84,7 @@ class ServerProcess {
 
   std::string address_;
   std::string log_path_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::shared_ptr<grpc::Channel> channel_;
   ChildProcess child_;
 };
@@ -88,9 +92,10 @@ class ServerProcess {
 // Picks a loopback port that is free right now (bind to port 0, read it back, close).
 int PickFreePort();
 
-// An insecure channel to `address` ("127.0.0.1:PORT") with its own connection and fast
-// reconnects, for a server (or proxy) that may not listen yet.
-std::shared_ptr<grpc::Channel> NewTestChannel(const std::string& address);
+// A channel to `address` ("127.0.0.1:PORT") with its own connection and fast reconnects, for a
+// server (or proxy) that may not listen yet; plain text unless `credentials` are given.
+std::shared_ptr<grpc::Channel> NewTestChannel(
+    const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
 }  // namespace textgen::testing
 

@@ -155,5 +155,34 @@ TEST_CASE("a cancelled whole-conversation turn leaves the session's conversation
   CHECK(t2.stats.cached_tokens > 0);
 }
 
+TEST_CASE("a session answers only to the owner that created it", "[engine][session]") {
+  auto engine = MakeExactEngine();
+  auto id = engine->CreateSession("", "alice");
+  REQUIRE(id.ok());
+  const std::vector<int32_t> prompt = engine->model().tokenizer().Encode("Once upon a time", true);
+
+  // Another principal (or none) sees exactly what an unknown id gives: NotFound, same message.
+  EngineRequest bob = Whole(prompt, *id);
+  bob.session_owner = "bob";
+  auto submitted = engine->Submit(bob, std::make_shared<CollectingSink>());
+  CHECK(absl::IsNotFound(submitted.status()));
+  EngineRequest unknown = Whole(prompt, std::string(32, 'f'));
+  unknown.session_owner = "bob";
+  auto unknown_submitted = engine->Submit(unknown, std::make_shared<CollectingSink>());
+  CHECK(absl::IsNotFound(unknown_submitted.status()));
+  CHECK(absl::IsNotFound(engine->GetSessionAttachment(*id, "bob").status()));
+  CHECK(absl::IsNotFound(engine->GetSessionAttachment(*id).status()));
+  CHECK(absl::IsNotFound(engine->DeleteSession(*id, "bob")));
+
+  // The owner still has it, untouched.
+  EngineRequest alice = Whole(prompt, *id);
+  alice.session_owner = "alice";
+  Run(*engine, alice);
+  auto snap = engine->GetSessionAttachment(*id, "alice");
+  REQUIRE(snap.ok());
+  CHECK(snap->version == 1);
+  CHECK(engine->DeleteSession(*id, "alice").ok());
+}
+
 }  // namespace
 }  // namespace textgen
