@@ -15,29 +15,6 @@ namespace {
 
 [[noreturn]] void TypeError(const std::string& msg) { throw RenderError("TypeError", msg); }
 
-List IterateValue(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::kList:
-      return v.list();
-    case Value::Kind::kDict: {
-      List keys;
-      for (const auto& [k, val] : v.dict().items) keys.push_back(k);
-      return keys;
-    }
-    case Value::Kind::kString: {
-      List chars;
-      for (char32_t c : Utf8ToCodepoints(v.str())) {
-        chars.push_back(Value::Str(CodepointsToUtf8(std::u32string(1, c))));
-      }
-      return chars;
-    }
-    case Value::Kind::kUndefined:
-      return {};
-    default:
-      TypeError("'" + v.TypeName() + "' object is not iterable");
-  }
-}
-
 int64_t Length(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kString:
@@ -480,6 +457,29 @@ const std::map<std::string, FilterFn>& Filters() {
 bool IsIntLike(const Value& v) { return v.is_int(); }
 
 }  // namespace
+
+List IterateValue(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kList:
+      return v.list();
+    case Value::Kind::kDict: {
+      List keys;
+      for (const auto& [k, val] : v.dict().items) keys.push_back(k);
+      return keys;
+    }
+    case Value::Kind::kString: {
+      List chars;
+      for (char32_t c : Utf8ToCodepoints(v.str())) {
+        chars.push_back(Value::Str(CodepointsToUtf8(std::u32string(1, c))));
+      }
+      return chars;
+    }
+    case Value::Kind::kUndefined:
+      return {};
+    default:
+      TypeError("'" + v.TypeName() + "' object is not iterable");
+  }
+}
 
 Value ApplyFilter(Interpreter& in, const std::string& name, const Value& input, Args& args) {
   static const std::map<std::string, std::string> kAliases = {

@@ -23,6 +23,10 @@ Value BoundMethod(const Value& obj, const std::string& name);
 // range, dict, namespace, raise_exception, strftime_now, cycler, joiner into `scope`.
 void AddGlobals(Scope& scope);
 
+// The items a for loop or a filter iterates: list items, dict keys, a string's characters;
+// nothing for undefined; TypeError for anything else.
+List IterateValue(const Value& v);
+
 // json.dumps(v, ensure_ascii, indent, separators, sort_keys); indent < 0: none.
 struct JsonOptions {
   bool ensure_ascii = false;

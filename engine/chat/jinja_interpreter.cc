@@ -320,32 +320,8 @@ void Interpreter::Assign(const std::vector<std::string>& targets, const Value& v
   for (size_t i = 0; i < targets.size(); ++i) scope.vars[targets[i]] = items[i];
 }
 
-// The items a for loop or a filter iterates: list items, dict keys, a string's characters.
-static List Iterate(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::kList:
-      return v.list();
-    case Value::Kind::kDict: {
-      List keys;
-      for (const auto& [k, val] : v.dict().items) keys.push_back(k);
-      return keys;
-    }
-    case Value::Kind::kString: {
-      List chars;
-      for (char32_t c : Utf8ToCodepoints(v.str())) {
-        chars.push_back(Value::Str(CodepointsToUtf8(std::u32string(1, c))));
-      }
-      return chars;
-    }
-    case Value::Kind::kUndefined:
-      return {};
-    default:
-      TypeError("'" + v.TypeName() + "' object is not iterable");
-  }
-}
-
 void Interpreter::ExecFor(const Stmt& s, const std::shared_ptr<Scope>& scope, std::string& out) {
-  List items = Iterate(Eval(*s.expr, scope));
+  List items = IterateValue(Eval(*s.expr, scope));
   if (s.cond) {
     // jinja2 filters before counting: loop.index/length/last see only the kept items.
     List kept;
