@@ -483,12 +483,11 @@ TEST_CASE("soak: 64 mixed streams end with the KV pool idle and the RSS flat", "
   CHECK(metrics.Get("textgen_queue_depth") == 0);
   // RSS flat: from 25% to 100% of the run it may grow by at most 15% or 24 MiB, whichever is
   // larger. The KV pool and the weights are allocated up front; what can still move is malloc's
-  // per-thread arenas and gRPC's buffers, which reach their working size within the first
-  // quarter. A leak of even a few KiB per request (thousands of requests) breaks the bound.
-  // Measured (2 shared cores): 60 s ~68 -> ~73 MiB; 240 s 76 -> 93 MiB, slowing down (86 -> 93
-  // in the second half). malloc_stats() showed the heap in use flat (12.3 MB at 123 s, 12.2 MB
-  // at 223 s) while glibc's arenas kept growing (47.6 -> 55.9 MB): retained free memory, not a
-  // leak (heaptrack found none either).
+  // arenas and gRPC's buffers, which do most of their growing in the first quarter. A leak of even
+  // a few KiB per request (thousands of requests) breaks the bound. Measured (2 shared cores): 60 s
+  // ~68 -> ~73 MiB; 240 s 76 -> 93 MiB, slowing down (86 -> 93 in the second half). malloc_stats()
+  // showed the heap in use flat (12.3 MB at 123 s, 12.2 MB at 223 s) while glibc's arenas kept
+  // growing (47.6 -> 55.9 MB): retained free memory, not a leak (heaptrack found none either).
   REQUIRE(rss25 > 0);
   REQUIRE(rss100 > 0);
   CHECK(rss100 - rss25 <= std::max<long>(rss25 * 15 / 100, 24 * 1024));
