@@ -490,7 +490,12 @@ TEST_CASE("soak: 64 mixed streams end with the KV pool idle and the RSS flat", "
   // growing (47.6 -> 55.9 MB): retained free memory, not a leak (heaptrack found none either).
   REQUIRE(rss25 > 0);
   REQUIRE(rss100 > 0);
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan freed memory sits in the quarantine (256 MiB by default), so the RSS grows by
+  // design; LeakSanitizer checks the server at exit instead (Stop() below fails on a leak).
+#else
   CHECK(rss100 - rss25 <= std::max<long>(rss25 * 15 / 100, 24 * 1024));
+#endif
   CHECK(soak.server->Stop() == 0);
 }
 
