@@ -312,7 +312,12 @@ TEST_CASE("HTTP requests are counted in textgen_requests_total by route", "[serv
   Completion({{"prompt", kPrompt}, {"max_tokens", 5}, {"temperature", 0}});
   CHECK(Post(s.http_port, "/v1/completions", Json{{"prompt", 5}}).status == 400);
   CHECK(Get(s.http_port, "/v1/models").status == 200);
-  const Exposition e = ScrapeMetrics(s.metrics_port);
+  // A request is counted once its response is written, which can be just after the client has
+  // read it: wait (bounded) for the second completion to be counted.
+  const Exposition e = WaitForMetrics(s.metrics_port, 5, [](const Exposition& x) {
+    return x.Get("textgen_requests_total", {{"method", "/v1/completions"}, {"code", "OK"}}) >= 2 &&
+           x.Get("textgen_requests_total", {{"method", "/v1/models"}, {"code", "OK"}}) >= 1;
+  });
   CHECK(e.Get("textgen_requests_total", {{"method", "/v1/completions"}, {"code", "OK"}}) == 2);
   CHECK(e.Get("textgen_requests_total",
               {{"method", "/v1/completions"}, {"code", "INVALID_ARGUMENT"}}) == 1);

@@ -40,17 +40,6 @@ std::string LongContextModel() {
   return model;
 }
 
-// Polls the metrics until `done` holds or `timeout_s` passes; returns the last scrape.
-template <typename Pred>
-Exposition WaitForMetrics(int port, double timeout_s, Pred done) {
-  const auto start = Clock::now();
-  while (true) {
-    Exposition e = ScrapeMetrics(port);
-    if (done(e) || Seconds(start) > timeout_s) return e;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
 // A raw TCP connection to the loopback port.
 int Connect(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -2,8 +2,10 @@
 #ifndef TEXTGEN_TESTS_SUPPORT_METRICS_SCRAPE_H_
 #define TEXTGEN_TESTS_SUPPORT_METRICS_SCRAPE_H_
 
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace textgen::testing {
@@ -31,6 +33,20 @@ Exposition ParseExposition(const std::string& text);
 
 // GET http://127.0.0.1:`port`/metrics, checked to be 200 with the text format's content type.
 Exposition ScrapeMetrics(int port);
+
+// Polls the metrics until `done` holds or `timeout_s` passes; returns the last scrape. For what
+// a server counts just after a client has its answer (e.g. an HTTP request, counted once its
+// response is written).
+template <typename Pred>
+Exposition WaitForMetrics(int port, double timeout_s, Pred done) {
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    Exposition e = ScrapeMetrics(port);
+    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+    if (done(e) || waited.count() > timeout_s) return e;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
 }  // namespace textgen::testing
 
