@@ -178,7 +178,8 @@ Value StringMethod(const Value& obj, const std::string& name) {
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     return Method(name, [s, name](Interpreter&, Args& a) {
-      const std::string& sub = StrArg(a.Get(0, "sub"), name.c_str());
+      // A copy: a.Get returns a temporary Value, which StrArg would return a reference into.
+      const std::string sub = StrArg(a.Get(0, "sub"), name.c_str());
       if (name == "count") {
         if (sub.empty()) return Value::Int(static_cast<int64_t>(Utf8Length(s) + 1));
         int64_t n = 0;
