@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "tests/engine/ops/kquant_check.h"
 #include "tests/engine/ops/ops_test_util.h"
 #include "tests/engine/ops/quant_test_util.h"
 #include "tests/engine/ops/weight_test_util.h"
@@ -66,45 +67,8 @@ TEST_CASE("GemvKQuantInt8 against dequantize-then-F32, row ranges, SIMD = portab
     for (int trial = 0; trial < 8; ++trial) {
       const int64_t in = 256 * (1 + rng() % 6), out = 1 + rng() % 45, n = 1 + rng() % 9;
       INFO("in " << in << " out " << out << " n " << n);
-      const std::vector<uint8_t> data = testing::RandomQuantRows(t, out, in, rng());
-      const std::vector<float> wf = testing::Dequantize(t, data, out * in);
-      std::vector<float> x = testing::Random(n * in, rng());
-      for (int64_t k = 0; k < 256; ++k) x[k] *= 1e-3f;  // a block of small activations
-      std::vector<BlockQ8_K> xq(n * in / 256);
-      QuantizeActivationsQ8_K(x.data(), n, in, xq.data());
-      const WeightView w{t, data.data(), out, in};
-      const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
-      testing::ExpectRowRange([&](float* y, int64_t ldy, int64_t a,
-                                  int64_t b) { GemvKQuantInt8(w, xq.data(), n, y, ldy, a, b); },
-                              n, out + 2, r0, r1, 1.0,
-                              [&](int64_t i, int64_t r) {
-                                testing::Expected e;
-                                double bound = 0;
-                                for (int64_t k = 0; k < in; ++k) {
-                                  const double p =
-                                      static_cast<double>(x[i * in + k]) * wf[r * in + k];
-                                  e.value += p;
-                                  const double step = std::fabs(xq[(i * in + k) / 256].d);
-                                  bound += std::fabs(wf[r * in + k]) * step * 0.5;
-                                  e.mag += std::fabs(p);
-                                }
-                                // Expressed on the scale ExpectRowRange uses (rel_tol 1.0 * mag).
-                                e.mag = bound * 1.001 + 1e-5 * e.mag;
-                                return e;
-                              });
-      std::vector<float> ya(n * out), yb(n * out);
-      GemvKQuantInt8(w, xq.data(), n, ya.data(), out, 0, out);
-      portable::GemvKQuantInt8(w, xq.data(), n, yb.data(), out, 0, out);
-      // The SIMD kernels add the same exact int32 partial sums in another F32 order: within a
-      // few ulps of the sum of the magnitudes.
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t r = 0; r < out; ++r) {
-          double mag = 0;
-          for (int64_t k = 0; k < in; ++k) mag += std::fabs(x[i * in + k] * wf[r * in + k]);
-          INFO("i " << i << " r " << r);
-          CHECK(std::fabs(ya[i * out + r] - yb[i * out + r]) <= 1e-5 * mag + 1e-6);
-        }
-      }
+      testing::CheckKQuantInt8(t, in, out, n, rng, /*zero_block=*/false, GemvKQuantInt8,
+                               portable::GemvKQuantInt8);
     }
   }
 }
