@@ -23,7 +23,7 @@
 //
 // Only linked into TSan builds (CMakeLists.txt). Reads no flags, changes no behavior: every call
 // still runs the real Abseil function.
-#include <dlfcn.h>
+#include <dlfcn.h>  // dlsym, RTLD_NEXT, RTLD_DEFAULT (_GNU_SOURCE: g++ defines it)
 #include <sanitizer/tsan_interface.h>
 
 #include <cstdio>
@@ -95,6 +95,21 @@ const void* NotifiedFlag(const absl::Notification* n) {
   static_assert(sizeof(absl::Notification) == 2 * sizeof(absl::Mutex),
                 "absl::Notification layout changed: {Mutex mutex_; atomic<bool> notified_yet_;}");
   return reinterpret_cast<const char*>(n) + sizeof(absl::Mutex);
+}
+
+// Fails the process at load time if the executable's calls to Abseil do not reach this library
+// (it must come before Abseil in the NEEDED list): the run would report a false race on every
+// mutex-guarded access, or worse pass with some primitives annotated and others not.
+__attribute__((constructor)) void CheckInterposed() {
+  const std::string name = AbslSymbol("5Mutex4LockEv", false);
+  void* bound = dlsym(RTLD_DEFAULT, name.c_str());
+  void* ours = dlsym(RTLD_NEXT, name.c_str());  // Abseil's, the one that must not be bound
+  if (bound == nullptr || bound == ours) {
+    std::fprintf(stderr,
+                 "tsan_absl_sync: absl::Mutex::Lock binds to Abseil, not to this library: link "
+                 "libtextgen_tsan_absl_sync.so before Abseil\n");
+    std::abort();
+  }
 }
 
 }  // namespace
