@@ -212,21 +212,27 @@ void FlagSet::Parse(std::vector<std::string> args) {
 }
 
 void FlagSet::ParseReversed(std::vector<std::string> reversed) {
+  // The message is made inside the handlers and the process ends outside them, so that no
+  // exception is in flight at exit.
+  std::string error;
+  bool help = false;
   try {
     app_.parse(reversed);
   } catch (const BadValue& bad) {
     // CLI11 checks values before it looks at --help; asking for help still gets it.
-    if (app_.get_help_ptr()->count() > 0) PrintHelp();
-    Fail(Describe(bad));
+    help = app_.get_help_ptr()->count() > 0;
+    error = Describe(bad);
   } catch (const CLI::CallForHelp&) {
-    PrintHelp();
+    help = true;
   } catch (const CLI::ExtrasError&) {
     const std::string arg = app_.remaining().empty() ? "" : app_.remaining().front();
-    Fail(arg.starts_with("-") ? absl::StrCat("unknown flag ", arg)
-                              : absl::StrCat("unexpected argument '", arg, "'"));
+    error = arg.starts_with("-") ? absl::StrCat("unknown flag ", arg)
+                                 : absl::StrCat("unexpected argument '", arg, "'");
   } catch (const CLI::ParseError& e) {
-    Fail(e.what());
+    error = e.what();
   }
+  if (help) PrintHelp();
+  if (!error.empty()) Fail(error);
 }
 
 void FlagSet::PrintHelp() const {
