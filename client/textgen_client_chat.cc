@@ -24,13 +24,7 @@ Usage: textgen-client chat [--system TEXT] [--template-kwargs JSON] [--raw] [--u
 Creates a session, then sends each line of stdin as one user message through the Chat RPC
 (the server renders the conversation with the model's chat template, keeps the messages and the
 KV cache between turns) and streams the answer. Commands: /reset starts a new session, /quit (or
-end of input) ends. --prompt, --prompt-ids, --session and --add-bos are not taken.
-  --system TEXT           a system message opening each session's conversation
-  --template-kwargs JSON  template keyword arguments, e.g. '{"enable_thinking": false}'
-  --raw                   no chat template: each line is appended to the session's text with
-                          Generate (for models without a template, e.g. TinyStories)
-  --usage                 a usage line per turn on stderr (prompt, cached, generated tokens)
-)";
+end of input) ends. --prompt, --prompt-ids, --session and --add-bos are not taken.)";
 
 struct ChatFlags {
   ConnectionOptions conn;
@@ -43,35 +37,35 @@ struct ChatFlags {
 
 ChatFlags ParseChatFlags(const std::vector<std::string>& args) {
   ChatFlags f;
-  FlagReader r(args,
-               std::string(kChatUsage) + "\n" + kGenerationFlagsHelp + "\n" + kConnectionFlagsHelp);
-  while (r.Next()) {
-    if (ParseConnectionFlag(r, &f.conn) || ParseGenerationFlag(r, &f.gen)) continue;
-    if (r.flag() == "--system") {
-      f.system = r.Value();
-    } else if (r.flag() == "--template-kwargs") {
-      if (!google::protobuf::util::JsonStringToMessage(r.Value(), &f.template_kwargs).ok()) {
-        r.Bad("must be a JSON object");
-      }
-    } else if (r.flag() == "--raw") {
-      f.raw = true;
-    } else if (r.flag() == "--usage") {
-      f.usage = true;
-    } else {
-      r.Unknown();
-    }
-  }
+  cli::FlagSet flags("textgen-client chat", kChatUsage, cli::Wording::kExpected);
+  flags.Add("--system", &f.system, cli::Text(), "TEXT",
+            "a system message opening each session's conversation");
+  const cli::ValueParser<google::protobuf::Struct> json_object = [](const std::string& value,
+                                                                    google::protobuf::Struct* out) {
+    return google::protobuf::util::JsonStringToMessage(value, out).ok() ? std::string()
+                                                                        : "a JSON object";
+  };
+  flags.Add("--template-kwargs", &f.template_kwargs, json_object, "JSON",
+            "template keyword arguments, e.g. '{\"enable_thinking\": false}'");
+  flags.Flag("--raw", &f.raw,
+             "no chat template: each line is appended to the session's text with\nGenerate "
+             "(for models without a template, e.g. TinyStories)");
+  flags.Flag("--usage", &f.usage,
+             "a usage line per turn on stderr (prompt, cached, generated tokens)");
+  AddGenerationFlags(flags, &f.gen);
+  AddConnectionFlags(flags, &f.conn);
+  flags.Parse(args);
   FinishGenerationFlags(&f.gen, /*prompt_optional=*/true);
   const v1::GenerateRequest& base = f.gen.request;
   if (!base.prompt().empty() || base.prompt_ids_size() > 0) {
-    UsageError("chat reads its turns from stdin; --prompt and --prompt-ids are not taken");
+    flags.Fail("chat reads its turns from stdin; --prompt and --prompt-ids are not taken");
   }
-  if (!base.session_id().empty()) UsageError("chat creates its own session; drop --session");
+  if (!base.session_id().empty()) flags.Fail("chat creates its own session; drop --session");
   if (!f.raw && base.has_add_bos()) {
-    UsageError("--add-bos: the chat template writes the BOS token itself (or use --raw)");
+    flags.Fail("--add-bos: the chat template writes the BOS token itself (or use --raw)");
   }
   if (f.raw && (!f.system.empty() || !f.template_kwargs.fields().empty())) {
-    UsageError("--raw takes no --system or --template-kwargs (there is no template)");
+    flags.Fail("--raw takes no --system or --template-kwargs (there is no template)");
   }
   return f;
 }

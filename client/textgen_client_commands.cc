@@ -18,9 +18,7 @@ constexpr char kGenerateUsage[] =
 Usage: textgen-client generate (--prompt TEXT | --prompt-ids 1,2,3) [options]
 
 Prints the generated text only (not the prompt) as it arrives, then a newline; with --num-return
-N > 1 the other hypotheses follow, one per line. A summary goes to stderr.
-  --json                  print every response message as one JSON line instead
-)";
+N > 1 the other hypotheses follow, one per line. A summary goes to stderr.)";
 
 }  // namespace
 
@@ -28,16 +26,11 @@ int RunGenerate(const std::vector<std::string>& args) {
   ConnectionOptions conn;
   GenerationFlags gen;
   bool json = false;
-  FlagReader r(args, std::string(kGenerateUsage) + "\n" + kGenerationFlagsHelp + "\n" +
-                         kConnectionFlagsHelp);
-  while (r.Next()) {
-    if (ParseConnectionFlag(r, &conn) || ParseGenerationFlag(r, &gen)) continue;
-    if (r.flag() == "--json") {
-      json = true;
-    } else {
-      r.Unknown();
-    }
-  }
+  cli::FlagSet f("textgen-client generate", kGenerateUsage, cli::Wording::kExpected);
+  f.Flag("--json", &json, "print every response message as one JSON line instead");
+  AddGenerationFlags(f, &gen);
+  AddConnectionFlags(f, &conn);
+  f.Parse(args);
   FinishGenerationFlags(&gen, /*prompt_optional=*/false);
 
   auto stub = v1::TextGeneration::NewStub(MakeChannel(conn));
@@ -70,33 +63,23 @@ constexpr char kTokenizeUsage[] = R"(textgen-client tokenize: the server model's
 
 Usage: textgen-client tokenize --text TEXT [--add-special] [--json]
 
-Prints one "ID<TAB>'PIECE'" line per token, or the TokenizeResponse as JSON.
-  --text TEXT             text to tokenize
-  --add-special           add BOS when the model uses it
-  --json                  print JSON
-)";
+Prints one "ID<TAB>'PIECE'" line per token, or the TokenizeResponse as JSON.)";
 
 }  // namespace
 
 int RunTokenize(const std::vector<std::string>& args) {
   ConnectionOptions conn;
   v1::TokenizeRequest request;
-  bool json = false, has_text = false;
-  FlagReader r(args, std::string(kTokenizeUsage) + "\n" + kConnectionFlagsHelp);
-  while (r.Next()) {
-    if (ParseConnectionFlag(r, &conn)) continue;
-    if (r.flag() == "--text") {
-      request.set_text(r.Value());
-      has_text = true;
-    } else if (r.flag() == "--add-special") {
-      request.set_add_special(true);
-    } else if (r.flag() == "--json") {
-      json = true;
-    } else {
-      r.Unknown();
-    }
-  }
-  if (!has_text) UsageError("tokenize: give --text (see --help)");
+  bool json = false;
+  cli::FlagSet f("textgen-client tokenize", kTokenizeUsage, cli::Wording::kExpected);
+  f.AddWith<std::string>("--text", cli::Text(), "TEXT", "text to tokenize",
+                         [&request](const std::string& v) { request.set_text(v); });
+  f.Flag("--add-special", "add BOS when the model uses it",
+         [&request] { request.set_add_special(true); });
+  f.Flag("--json", &json, "print JSON");
+  AddConnectionFlags(f, &conn);
+  f.Parse(args);
+  if (!f.Given("--text")) f.Fail("give --text");
 
   auto stub = v1::TextGeneration::NewStub(MakeChannel(conn));
   grpc::ClientContext context;
@@ -122,9 +105,7 @@ constexpr char kInfoUsage[] = R"(textgen-client info: the served model's ModelIn
 
 Usage: textgen-client info [--json]
 
-Prints one "field: value" line per ModelInfo field (zeros included), or JSON.
-  --json                  print JSON
-)";
+Prints one "field: value" line per ModelInfo field (zeros included), or JSON.)";
 
 // Every field, zeros included, in .proto order: ModelInfo is all scalars.
 std::string FieldLines(const google::protobuf::Message& m) {
@@ -177,15 +158,10 @@ std::string FieldLines(const google::protobuf::Message& m) {
 int RunInfo(const std::vector<std::string>& args) {
   ConnectionOptions conn;
   bool json = false;
-  FlagReader r(args, std::string(kInfoUsage) + "\n" + kConnectionFlagsHelp);
-  while (r.Next()) {
-    if (ParseConnectionFlag(r, &conn)) continue;
-    if (r.flag() == "--json") {
-      json = true;
-    } else {
-      r.Unknown();
-    }
-  }
+  cli::FlagSet f("textgen-client info", kInfoUsage, cli::Wording::kExpected);
+  f.Flag("--json", &json, "print JSON");
+  AddConnectionFlags(f, &conn);
+  f.Parse(args);
   auto stub = v1::TextGeneration::NewStub(MakeChannel(conn));
   grpc::ClientContext context;
   PrepareContext(conn, "", &context);
@@ -204,9 +180,7 @@ constexpr char kHealthUsage[] = R"(textgen-client health: grpc.health.v1.Health/
 Usage: textgen-client health [--service NAME] [--timeout SECONDS]
 
 Prints the serving status and exits 0 iff it is SERVING (1 otherwise, or when the server cannot
-be reached), for container HEALTHCHECKs. The deadline defaults to 5 seconds.
-  --service NAME          service to check (default "": the whole server)
-)";
+be reached), for container HEALTHCHECKs. The deadline defaults to 5 seconds.)";
 
 }  // namespace
 
@@ -214,15 +188,12 @@ int RunHealth(const std::vector<std::string>& args) {
   ConnectionOptions conn;
   conn.timeout_s = 5;  // a health probe must never hang
   grpc::health::v1::HealthCheckRequest request;
-  FlagReader r(args, std::string(kHealthUsage) + "\n" + kConnectionFlagsHelp);
-  while (r.Next()) {
-    if (ParseConnectionFlag(r, &conn)) continue;
-    if (r.flag() == "--service") {
-      request.set_service(r.Value());
-    } else {
-      r.Unknown();
-    }
-  }
+  cli::FlagSet f("textgen-client health", kHealthUsage, cli::Wording::kExpected);
+  f.AddWith<std::string>("--service", cli::Text(), "NAME",
+                         "service to check (default \"\": the whole server)",
+                         [&request](const std::string& v) { request.set_service(v); });
+  AddConnectionFlags(f, &conn);
+  f.Parse(args);
   auto stub = grpc::health::v1::Health::NewStub(MakeChannel(conn));
   grpc::ClientContext context;
   PrepareContext(conn, "", &context);
@@ -247,11 +218,7 @@ Usage: textgen-client session --create [--id ID]
 --create prints the new session's id (32 hex characters): 128 random bits the client picks, or
 the --id given, so that a load balancer hashing on x-session-id sends the create and every later
 call to the same replica.
-Use the id with `generate --session ID`.
-  --create                create a session
-  --id ID                 with --create: the client-chosen id
-  --delete ID             delete that session and free its cache
-)";
+Use the id with `generate --session ID`.)";
 
 }  // namespace
 
@@ -259,20 +226,13 @@ int RunSession(const std::vector<std::string>& args) {
   ConnectionOptions conn;
   bool create = false;
   std::string id, del;
-  FlagReader r(args, std::string(kSessionUsage) + "\n" + kConnectionFlagsHelp);
-  while (r.Next()) {
-    if (ParseConnectionFlag(r, &conn)) continue;
-    if (r.flag() == "--create") {
-      create = true;
-    } else if (r.flag() == "--id") {
-      id = r.Value();
-    } else if (r.flag() == "--delete") {
-      del = r.Value();
-    } else {
-      r.Unknown();
-    }
-  }
-  if (create == !del.empty()) UsageError("session: give exactly one of --create and --delete");
+  cli::FlagSet f("textgen-client session", kSessionUsage, cli::Wording::kExpected);
+  f.Flag("--create", &create, "create a session");
+  f.Add("--id", &id, cli::Text(), "ID", "with --create: the client-chosen id");
+  f.Add("--delete", &del, cli::Text(), "ID", "delete that session and free its cache");
+  AddConnectionFlags(f, &conn);
+  f.Parse(args);
+  if (create == !del.empty()) f.Fail("give exactly one of --create and --delete");
   auto stub = v1::TextGeneration::NewStub(MakeChannel(conn));
   if (create) {
     if (grpc::Status s = CreateSession(*stub, conn, &id); !s.ok()) return ReportError(s);

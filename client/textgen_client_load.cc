@@ -35,19 +35,7 @@ calls in total have been made or S seconds have passed (calls in flight then fin
 whichever comes first; with neither, 10 seconds). Prints requests/s, generated tokens/s, the
 time to first token (call start to the first message carrying tokens) and the inter-token
 latency (the gap between two token-carrying messages, divided evenly among the later one's
-tokens), as p50/p95/p99 in ms, and the failed calls by status code. Exits 1 if any call failed.
-  --prompt-tokens N       each call's prompt is N token ids: BOS (when the model has one)
-                          then ids drawn at random from the vocabulary (GetModelInfo), a new
-                          draw per call from a generator seeded by the worker's index
-  --concurrency N         parallel streams (default 1)
-  --duration S            stop starting calls after S seconds
-  --requests M            Generate calls in total (with --session-turns K: rounded up to whole
-                          conversations of K turns)
-  --session-turns K       each unit of work is a conversation: CreateSession, K turns of the
-                          prompt, DeleteSession; the K-th turn's time to first token (which
-                          reuses the cached KV of the earlier turns) is reported separately
-  --json                  print the results as one JSON object
-)";
+tokens), as p50/p95/p99 in ms, and the failed calls by status code. Exits 1 if any call failed.)";
 
 struct LoadOptions {
   int concurrency = 1;
@@ -287,29 +275,28 @@ int RunLoad(const std::vector<std::string>& args) {
   ConnectionOptions conn;
   GenerationFlags gen;
   LoadOptions o;
-  FlagReader r(args,
-               std::string(kLoadUsage) + "\n" + kGenerationFlagsHelp + "\n" + kConnectionFlagsHelp);
-  while (r.Next()) {
-    if (ParseConnectionFlag(r, &conn) || ParseGenerationFlag(r, &gen)) continue;
-    if (r.flag() == "--concurrency") {
-      o.concurrency = r.Int(1, 4096);
-    } else if (r.flag() == "--prompt-tokens") {
-      o.prompt_tokens = static_cast<int>(r.Int(1, 1 << 20));
-    } else if (r.flag() == "--duration") {
-      o.duration_s = r.Double(0);
-    } else if (r.flag() == "--requests") {
-      o.requests = r.Int(1, std::numeric_limits<int64_t>::max());
-    } else if (r.flag() == "--session-turns") {
-      o.session_turns = r.Int(1, 1 << 20);
-    } else if (r.flag() == "--json") {
-      o.json = true;
-    } else {
-      r.Unknown();
-    }
-  }
+  cli::FlagSet f("textgen-client load", kLoadUsage, cli::Wording::kExpected);
+  f.Add("--prompt-tokens", &o.prompt_tokens, cli::Int<int>(1, 1 << 20), "N",
+        "each call's prompt is N token ids: BOS (when the model has one)\nthen ids drawn at "
+        "random from the vocabulary (GetModelInfo), a new\ndraw per call from a generator "
+        "seeded by the worker's index");
+  f.Add("--concurrency", &o.concurrency, cli::Int<int>(1, 4096), "N",
+        "parallel streams (default 1)");
+  f.Add("--duration", &o.duration_s, cli::Number(0), "S", "stop starting calls after S seconds");
+  f.Add("--requests", &o.requests, cli::Int<int64_t>(1), "M",
+        "Generate calls in total (with --session-turns K: rounded up to whole\nconversations of "
+        "K turns)");
+  f.Add("--session-turns", &o.session_turns, cli::Int<int>(1, 1 << 20), "K",
+        "each unit of work is a conversation: CreateSession, K turns of the\nprompt, "
+        "DeleteSession; the K-th turn's time to first token (which\nreuses the cached KV of the "
+        "earlier turns) is reported separately");
+  f.Flag("--json", &o.json, "print the results as one JSON object");
+  AddGenerationFlags(f, &gen);
+  AddConnectionFlags(f, &conn);
+  f.Parse(args);
   FinishGenerationFlags(&gen, /*prompt_optional=*/o.prompt_tokens > 0);
   if (o.prompt_tokens > 0 && (!gen.request.prompt().empty() || gen.request.prompt_ids_size() > 0)) {
-    UsageError("give only one of --prompt, --prompt-ids and --prompt-tokens");
+    f.Fail("give only one of --prompt, --prompt-ids and --prompt-tokens");
   }
   RandomPromptSpec random_prompt;
   if (o.prompt_tokens > 0) {
@@ -329,7 +316,7 @@ int RunLoad(const std::vector<std::string>& args) {
                      info.eos_id()};
   }
   if (o.session_turns > 0 && !gen.request.session_id().empty()) {
-    UsageError("--session-turns creates its own sessions; drop --session");
+    f.Fail("--session-turns creates its own sessions; drop --session");
   }
   if (o.duration_s <= 0 && o.requests == 0) o.duration_s = 10;
 

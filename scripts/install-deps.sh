@@ -8,6 +8,7 @@ PKGS=(
   libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev
   libcpp-httplib-dev  # the server's Prometheus /metrics endpoint (and the tests' scrapes)
   libssl-dev  # TLS: cpp-httplib's HTTPS server (its header includes OpenSSL's) and the certificate checks
+  libcli11-dev  # every binary's flags, --help and TEXTGEN_ variables (header-only, cli/)
   libpcre2-dev  # the tokenizer's pre-tokenizer regexes (8-bit, UTF + UCP)
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # oneDNN's CMake config wants OpenCL (its GPU runtime)
 )

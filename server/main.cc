@@ -4,25 +4,21 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <map>
-#include <optional>
 #include <string>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/flags.h"
 #include "server/textgen_server.h"
 #include "spdlog/spdlog.h"
 
 namespace textgen::server {
 namespace {
 
-constexpr char kUsage[] = R"(Usage: textgen-server [flags]
+constexpr char kDescription[] = R"(Usage: textgen-server [flags]
 
 Serves textgen.v1.TextGeneration over gRPC (plus grpc.health.v1.Health and server reflection).
 Flags take a value as "--flag VALUE" or "--flag=VALUE". Every flag can also be set by an
@@ -31,71 +27,7 @@ TEXTGEN_MODEL, --kv-cache-mib -> TEXTGEN_KV_CACHE_MIB, --metrics-listen ->
 TEXTGEN_METRICS_LISTEN); an empty variable counts as unset, a flag on the command line wins.
 
 Health reports NOT_SERVING while the model loads (TextGeneration RPCs are UNAVAILABLE then)
-and while draining after SIGTERM, SERVING in between.
-
-  --model PATH                 GGUF file or Hugging Face directory
-                               (default $TEXTGEN_MODELS/stories260K.gguf, else
-                               models/stories260K.gguf)
-  --listen HOST:PORT           address to listen on (default 127.0.0.1:50051; port 0 = any)
-  --metrics-listen HOST:PORT   serve Prometheus metrics at http://HOST:PORT/metrics
-                               (default: off)
-  --http-listen HOST:PORT      serve the OpenAI-compatible API (/v1/chat/completions,
-                               /v1/completions, /v1/models) and the chat page (/) over
-                               HTTP on this address (default: off; port 0 = any)
-  --tls-cert FILE              PEM certificate (chain) to serve TLS with on every listener:
-                               gRPC, --http-listen and --metrics-listen (default: plain
-                               text); needs --tls-key. Checked at start: a missing file, a
-                               key that is not the certificate's or an expired certificate
-                               ends the start (exit 1)
-  --tls-key FILE               PEM private key of --tls-cert (unencrypted; keep it 0600)
-  --tls-client-ca FILE         PEM CA certificate(s): clients must present a certificate it
-                               signed (mutual TLS); without one the handshake fails
-  --api-keys-file FILE         API keys, one per line as "KEY [NAME]" (# comments); the
-                               gRPC API then needs "authorization: Bearer KEY" metadata
-                               (UNAUTHENTICATED otherwise) and /v1/... the same header
-                               (HTTP 401). A session belongs to the key's NAME (or, without
-                               one, the key's line) that created it: to any other it does not
-                               exist (NOT_FOUND). Health, reflection, the chat page and
-                               /metrics stay open (default: no keys, everything open)
-  --chat-template FILE         Jinja chat template for the Chat RPC and
-                               /v1/chat/completions, instead of the model's own (GGUF
-                               tokenizer.chat_template / tokenizer_config.json); without
-                               either, chat requests are refused (Chat: FAILED_PRECONDITION)
-  --http-threads N             HTTP API workers; each streamed answer holds one (default 0:
-                               --max-active + --max-queued + 16)
-  --http-timeout SECONDS       an HTTP client that sends nothing, or reads nothing, for this
-                               long is disconnected (default 10)
-  --compute bf16|f32           matmul arithmetic: bf16 (fast, default) or f32 (exact, for
-                               parity with other engines)
-  --threads N                  compute threads (0 = chosen from the model size; default 0)
-  --context N                  context length to serve, at most the model's trained length
-                               (default: the trained length)
-  --kv-type f32|bf16|auto      KV cache element type: bf16 halves the bytes attention reads
-                               per token and doubles the tokens --kv-cache-mib holds; auto
-                               (default) = bf16 with --compute bf16, f32 with --compute f32
-  --kv-cache-mib N             KV cache pool size in MiB (default 1024)
-  --kv-blocks N                KV cache pool size in blocks; overrides --kv-cache-mib
-  --kv-block-size N            tokens per KV block (default 16)
-  --max-queued N               requests waiting for admission before Generate fails with
-                               RESOURCE_EXHAUSTED (default 64)
-  --max-active N               requests decoded together in one batch (default 64)
-  --max-step-tokens N          most tokens one forward pass runs (default 512): each step
-                               runs every stream's next token, then prompts in chunks of
-                               what remains, so a long prompt does not stall the others
-  --max-sessions N             conversations kept at once (default 1024)
-  --session-ttl SECONDS        an unused session is deleted after this long (default 600)
-  --default-max-new-tokens N   used when a request leaves max_new_tokens at 0; such requests
-                               stop at the context limit instead of failing (default 256)
-  --max-max-new-tokens N       largest max_new_tokens a request may ask for (default 4096)
-  --max-prompt-bytes N         most bytes of prompt text one request may send (Generate's
-                               prompt, Chat's messages, Tokenize's text, the HTTP API's prompt
-                               and messages); larger ones are refused (INVALID_ARGUMENT /
-                               HTTP 400) before any tokenizing (default 1048576)
-  --shutdown-grace SECONDS     on SIGTERM/SIGINT, in-flight streams get this long to finish
-                               before they are cancelled (default 10)
-  --log-level LEVEL            debug, info, warn or error (default info)
-  --help                       this text
-)";
+and while draining after SIGTERM, SERVING in between.)";
 
 struct Flags {
   ServerOptions options;
@@ -108,188 +40,139 @@ std::string DefaultModelPath() {
   return "models/stories260K.gguf";
 }
 
-// --kv-cache-mib -> TEXTGEN_KV_CACHE_MIB.
-std::string EnvVarName(const std::string& flag) {
-  std::string var = "TEXTGEN_";
-  for (char c : flag.substr(2)) var += c == '-' ? '_' : static_cast<char>(std::toupper(c));
-  return var;
+constexpr int64_t kIntMax = 0x7fffffff;
+
+// Where to listen, TLS, keys, chat template and the HTTP API's workers.
+void AddServingFlags(cli::FlagSet& f, ServerOptions& o) {
+  f.Add("--model", &o.engine.model_path, cli::Text(), "PATH",
+        "GGUF file or Hugging Face directory\n(default $TEXTGEN_MODELS/stories260K.gguf, "
+        "else\nmodels/stories260K.gguf)");
+  f.Add("--listen", &o.listen, cli::HostPort(), "HOST:PORT",
+        "address to listen on (default 127.0.0.1:50051; port 0 = any)");
+  f.Add("--metrics-listen", &o.metrics_listen, cli::HostPort(), "HOST:PORT",
+        "serve Prometheus metrics at http://HOST:PORT/metrics\n(default: off)");
+  f.Add("--http-listen", &o.http_listen, cli::HostPort(), "HOST:PORT",
+        "serve the OpenAI-compatible API (/v1/chat/completions,\n/v1/completions, /v1/models) "
+        "and the chat page (/) over\nHTTP on this address (default: off; port 0 = any)");
+  f.Add("--tls-cert", &o.tls.cert, cli::Text(), "FILE",
+        "PEM certificate (chain) to serve TLS with on every listener:\ngRPC, --http-listen and "
+        "--metrics-listen (default: plain\ntext); needs --tls-key. Checked at start: a missing "
+        "file, a\nkey that is not the certificate's or an expired certificate\nends the start "
+        "(exit 1)");
+  f.Add("--tls-key", &o.tls.key, cli::Text(), "FILE",
+        "PEM private key of --tls-cert (unencrypted; keep it 0600)");
+  f.Add("--tls-client-ca", &o.tls.client_ca, cli::Text(), "FILE",
+        "PEM CA certificate(s): clients must present a certificate it\nsigned (mutual TLS); "
+        "without one the handshake fails");
+  f.Add("--api-keys-file", &o.api_keys_file, cli::Text(), "FILE",
+        "API keys, one per line as \"KEY [NAME]\" (# comments); the\ngRPC API then needs "
+        "\"authorization: Bearer KEY\" metadata\n(UNAUTHENTICATED otherwise) and /v1/... the "
+        "same header\n(HTTP 401). A session belongs to the key's NAME (or, without\none, the "
+        "key's line) that created it: to any other it does not\nexist (NOT_FOUND). Health, "
+        "reflection, the chat page and\n/metrics stay open (default: no keys, everything open)");
+  f.Add("--chat-template", &o.chat_template, cli::Text(), "FILE",
+        "Jinja chat template for the Chat RPC and\n/v1/chat/completions, instead of the model's "
+        "own (GGUF\ntokenizer.chat_template / tokenizer_config.json); without\neither, chat "
+        "requests are refused (Chat: FAILED_PRECONDITION)");
+  f.Add("--http-threads", &o.http_threads, cli::Int<int>(0, 4096), "N",
+        "HTTP API workers; each streamed answer holds one (default 0:\n--max-active + "
+        "--max-queued + 16)");
+  f.Add("--http-timeout", &o.http_timeout, cli::Seconds(1), "SECONDS",
+        "an HTTP client that sends nothing, or reads nothing, for this\nlong is disconnected "
+        "(default 10)");
 }
 
-[[noreturn]] void UsageError(const std::string& message) {
-  std::fprintf(stderr, "textgen-server: %s\n(see --help)\n", message.c_str());
-  std::exit(2);
+// Arithmetic, threads, context and the KV cache pool.
+void AddEngineFlags(cli::FlagSet& f, EngineOptions& e) {
+  f.AddWith<std::string>(
+      "--compute", cli::OneOf({"bf16", "f32"}), "bf16|f32",
+      "matmul arithmetic: bf16 (fast, default) or f32 (exact, for\nparity with other engines)",
+      [&e](const std::string& v) {
+        e.model.llama.linear.compute =
+            v == "bf16" ? ops::LinearCompute::kBf16 : ops::LinearCompute::kF32;
+      });
+  f.Add("--threads", &e.model.threads, cli::Int<int>(0, 1024), "N",
+        "compute threads (0 = chosen from the model size; default 0)");
+  f.Add("--context", &e.model.llama.n_ctx, cli::Int<int>(1, kIntMax), "N",
+        "context length to serve, at most the model's trained length\n(default: the trained "
+        "length)");
+  f.AddWith<std::string>(
+      "--kv-type", cli::OneOf({"f32", "bf16", "auto"}), "f32|bf16|auto",
+      "KV cache element type: bf16 halves the bytes attention reads\nper token and doubles the "
+      "tokens --kv-cache-mib holds; auto\n(default) = bf16 with --compute bf16, f32 with "
+      "--compute f32",
+      [&e](const std::string& v) {
+        if (v == "auto") {
+          e.kv_type.reset();
+        } else {
+          e.kv_type = v == "bf16" ? KvType::kBf16 : KvType::kF32;
+        }
+      });
+  f.Add("--kv-cache-mib", &e.kv_cache_mib, cli::Int<int64_t>(1, 1 << 24), "N",
+        "KV cache pool size in MiB (default 1024)");
+  f.Add("--kv-blocks", &e.kv_blocks, cli::Int<int>(1, kIntMax), "N",
+        "KV cache pool size in blocks; overrides --kv-cache-mib");
+  f.Add("--kv-block-size", &e.kv_block_size, cli::Int<int>(1, 4096), "N",
+        "tokens per KV block (default 16)");
 }
 
-int64_t ParseInt(const std::string& flag, const std::string& value, int64_t min, int64_t max) {
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(value, &v) || v < min || v > max) {
-    UsageError(
-        absl::StrCat(flag, " must be an integer in [", min, ", ", max, "], got \"", value, "\""));
-  }
-  return v;
-}
-
-double ParseSeconds(const std::string& flag, const std::string& value) {
-  double v = 0;
-  if (!absl::SimpleAtod(value, &v) || !(v >= 0) || v > 1e9) {
-    UsageError(absl::StrCat(flag, " must be a number of seconds >= 0, got \"", value, "\""));
-  }
-  return v;
-}
-
-// HOST:PORT with a port in [0, 65535] (gRPC would otherwise take 99999 modulo 65536).
-std::string ParseListen(const std::string& flag, const std::string& value) {
-  const size_t colon = value.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    UsageError(
-        absl::StrCat(flag, " must be HOST:PORT with a port in [0, 65535], got \"", value, "\""));
-  }
-  return value;
+// Admission, batching, sessions and per-request limits.
+void AddLimitFlags(cli::FlagSet& f, ServerOptions& o) {
+  EngineOptions& e = o.engine;
+  f.Add("--max-queued", &e.max_queued_requests, cli::Int<int>(0, kIntMax), "N",
+        "requests waiting for admission before Generate fails with\nRESOURCE_EXHAUSTED "
+        "(default 64)");
+  f.Add("--max-active", &e.max_active_requests, cli::Int<int>(1, kIntMax), "N",
+        "requests decoded together in one batch (default 64)");
+  f.Add("--max-step-tokens", &e.max_step_tokens, cli::Int<int>(1, kIntMax), "N",
+        "most tokens one forward pass runs (default 512): each step\nruns every stream's next "
+        "token, then prompts in chunks of\nwhat remains, so a long prompt does not stall the "
+        "others");
+  f.Add("--max-sessions", &e.max_sessions, cli::Int<int>(0, kIntMax), "N",
+        "conversations kept at once (default 1024)");
+  f.Add("--session-ttl", &e.session_ttl, cli::Seconds(0), "SECONDS",
+        "an unused session is deleted after this long (default 600)");
+  f.Add("--default-max-new-tokens", &o.limits.default_max_new_tokens, cli::Int<int>(1, kIntMax),
+        "N",
+        "used when a request leaves max_new_tokens at 0; such requests\nstop at the context "
+        "limit instead of failing (default 256)");
+  f.Add("--max-max-new-tokens", &o.limits.max_max_new_tokens, cli::Int<int>(1, kIntMax), "N",
+        "largest max_new_tokens a request may ask for (default 4096)");
+  f.Add("--max-prompt-bytes", &o.limits.max_prompt_bytes, cli::Int<size_t>(1, int64_t{1} << 30),
+        "N",
+        "most bytes of prompt text one request may send (Generate's\nprompt, Chat's messages, "
+        "Tokenize's text, the HTTP API's prompt\nand messages); larger ones are refused "
+        "(INVALID_ARGUMENT /\nHTTP 400) before any tokenizing (default 1048576)");
+  f.Add("--shutdown-grace", &o.shutdown_grace, cli::Seconds(0), "SECONDS",
+        "on SIGTERM/SIGINT, in-flight streams get this long to finish\nbefore they are "
+        "cancelled (default 10)");
 }
 
 Flags ParseFlags(int argc, char** argv) {
-  Flags f;
-  ServerOptions& o = f.options;
+  Flags flags;
+  ServerOptions& o = flags.options;
   o.engine.model_path = DefaultModelPath();
   o.engine.model.llama.linear.compute = ops::LinearCompute::kBf16;  // fast unless asked
-  constexpr int64_t kIntMax = 0x7fffffff;
-  using Setter = std::function<void(const std::string& flag, const std::string& value)>;
-  const std::map<std::string, Setter> setters = {
-      {"--model", [&](auto&, auto& v) { o.engine.model_path = v; }},
-      {"--listen", [&](auto& n, auto& v) { o.listen = ParseListen(n, v); }},
-      {"--metrics-listen", [&](auto& n, auto& v) { o.metrics_listen = ParseListen(n, v); }},
-      {"--http-listen", [&](auto& n, auto& v) { o.http_listen = ParseListen(n, v); }},
-      {"--tls-cert", [&](auto&, auto& v) { o.tls.cert = v; }},
-      {"--tls-key", [&](auto&, auto& v) { o.tls.key = v; }},
-      {"--tls-client-ca", [&](auto&, auto& v) { o.tls.client_ca = v; }},
-      {"--api-keys-file", [&](auto&, auto& v) { o.api_keys_file = v; }},
-      {"--chat-template", [&](auto&, auto& v) { o.chat_template = v; }},
-      {"--http-threads",
-       [&](auto& n, auto& v) { o.http_threads = static_cast<int>(ParseInt(n, v, 0, 4096)); }},
-      {"--http-timeout",
-       [&](auto& n, auto& v) {
-         const double seconds = ParseSeconds(n, v);
-         if (seconds < 1) UsageError(absl::StrCat(n, " must be at least 1 second, got ", v));
-         o.http_timeout = absl::Seconds(seconds);
-       }},
-      {"--compute",
-       [&](auto& n, auto& v) {
-         if (v != "bf16" && v != "f32") {
-           UsageError(absl::StrCat(n, " must be bf16 or f32, got \"", v, "\""));
-         }
-         o.engine.model.llama.linear.compute =
-             v == "bf16" ? ops::LinearCompute::kBf16 : ops::LinearCompute::kF32;
-       }},
-      {"--context",
-       [&](auto& n, auto& v) {
-         o.engine.model.llama.n_ctx = static_cast<int>(ParseInt(n, v, 1, kIntMax));
-       }},
-      {"--threads",
-       [&](auto& n, auto& v) {
-         o.engine.model.threads = static_cast<int>(ParseInt(n, v, 0, 1024));
-       }},
-      {"--kv-type",
-       [&](auto& n, auto& v) {
-         if (v == "auto") {
-           o.engine.kv_type.reset();
-         } else if (v == "f32" || v == "bf16") {
-           o.engine.kv_type = v == "bf16" ? KvType::kBf16 : KvType::kF32;
-         } else {
-           UsageError(absl::StrCat(n, " must be f32, bf16 or auto, got \"", v, "\""));
-         }
-       }},
-      {"--kv-cache-mib",
-       [&](auto& n, auto& v) { o.engine.kv_cache_mib = ParseInt(n, v, 1, 1 << 24); }},
-      {"--kv-blocks",
-       [&](auto& n, auto& v) {
-         o.engine.kv_blocks = static_cast<int>(ParseInt(n, v, 1, kIntMax));
-       }},
-      {"--kv-block-size",
-       [&](auto& n, auto& v) {
-         o.engine.kv_block_size = static_cast<int>(ParseInt(n, v, 1, 4096));
-       }},
-      {"--max-queued",
-       [&](auto& n, auto& v) {
-         o.engine.max_queued_requests = static_cast<int>(ParseInt(n, v, 0, kIntMax));
-       }},
-      {"--max-active",
-       [&](auto& n, auto& v) {
-         o.engine.max_active_requests = static_cast<int>(ParseInt(n, v, 1, kIntMax));
-       }},
-      {"--max-step-tokens",
-       [&](auto& n, auto& v) {
-         o.engine.max_step_tokens = static_cast<int>(ParseInt(n, v, 1, kIntMax));
-       }},
-      {"--max-sessions",
-       [&](auto& n, auto& v) {
-         o.engine.max_sessions = static_cast<int>(ParseInt(n, v, 0, kIntMax));
-       }},
-      {"--session-ttl",
-       [&](auto& n, auto& v) { o.engine.session_ttl = absl::Seconds(ParseSeconds(n, v)); }},
-      {"--default-max-new-tokens",
-       [&](auto& n, auto& v) {
-         o.limits.default_max_new_tokens = static_cast<int>(ParseInt(n, v, 1, kIntMax));
-       }},
-      {"--max-max-new-tokens",
-       [&](auto& n, auto& v) {
-         o.limits.max_max_new_tokens = static_cast<int>(ParseInt(n, v, 1, kIntMax));
-       }},
-      {"--max-prompt-bytes",
-       [&](auto& n, auto& v) {
-         o.limits.max_prompt_bytes = static_cast<size_t>(ParseInt(n, v, 1, int64_t{1} << 30));
-       }},
-      {"--shutdown-grace",
-       [&](auto& n, auto& v) { o.shutdown_grace = absl::Seconds(ParseSeconds(n, v)); }},
-      {"--log-level",
-       [&](auto& n, auto& v) {
-         if (v == "debug") {
-           f.log_level = spdlog::level::debug;
-         } else if (v == "info") {
-           f.log_level = spdlog::level::info;
-         } else if (v == "warn") {
-           f.log_level = spdlog::level::warn;
-         } else if (v == "error") {
-           f.log_level = spdlog::level::err;
-         } else {
-           UsageError(absl::StrCat(n, " must be debug, info, warn or error, got \"", v, "\""));
-         }
-       }},
-  };
-  // The environment first, so that the command line overrides it; errors name the variable.
-  for (const auto& [flag, set] : setters) {
-    const std::string var = EnvVarName(flag);
-    const char* value = std::getenv(var.c_str());
-    if (value != nullptr && *value != '\0') set(var, value);
-  }
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    std::string value;
-    bool has_value = false;
-    if (const size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg.resize(eq);
-      has_value = true;
-    }
-    auto it = setters.find(arg);
-    if (it == setters.end()) UsageError(absl::StrCat("unknown flag ", arg));
-    if (!has_value) {
-      if (i + 1 >= argc) UsageError(absl::StrCat(arg, " needs a value"));
-      value = argv[++i];
-    }
-    it->second(arg, value);
-  }
+  cli::FlagSet f("textgen-server", kDescription, cli::Wording::kMustBe);
+  f.SetEnvPrefix("TEXTGEN_");
+  AddServingFlags(f, o);
+  AddEngineFlags(f, o.engine);
+  AddLimitFlags(f, o);
+  f.AddWith<std::string>("--log-level", cli::OneOf({"debug", "info", "warn", "error"}), "LEVEL",
+                         "debug, info, warn or error (default info)",
+                         [&flags](const std::string& v) {
+                           flags.log_level = v == "debug"   ? spdlog::level::debug
+                                             : v == "warn"  ? spdlog::level::warn
+                                             : v == "error" ? spdlog::level::err
+                                                            : spdlog::level::info;
+                         });
+  f.Parse(argc, argv);
   if (o.limits.default_max_new_tokens > o.limits.max_max_new_tokens) {
-    UsageError(absl::StrCat("--default-max-new-tokens (", o.limits.default_max_new_tokens,
-                            ") must not exceed --max-max-new-tokens (", o.limits.max_max_new_tokens,
-                            ")"));
+    f.Fail(absl::StrCat("--default-max-new-tokens (", o.limits.default_max_new_tokens,
+                        ") must not exceed --max-max-new-tokens (", o.limits.max_max_new_tokens,
+                        ")"));
   }
-  return f;
+  return flags;
 }
 
 int Main(int argc, char** argv) {

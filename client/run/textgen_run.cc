@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
+#include "cli/flags.h"
 #include "client/run/render_chat.h"
 #include "engine/decoding/generation.h"
 #include "engine/kv_cache/kv_cache.h"
@@ -24,64 +24,14 @@
 namespace textgen {
 namespace {
 
-constexpr char kUsage[] = R"(textgen-run: generate text from a Llama model on the CPU.
+constexpr char kDescription[] = R"(textgen-run: generate text from a Llama model on the CPU.
 
 Usage:
   textgen-run --model PATH (--prompt TEXT | --prompt-ids 1,2,3) [options]
   textgen-run --model PATH --tokenize TEXT [--no-bos] [--json]
   textgen-run (--chat-template FILE | --model PATH) --messages FILE.json --render
               [--tools FILE.json] [--add-generation-prompt] [--bos-token TEXT]
-              [--eos-token TEXT] [--template-kwargs JSON]
-
-Chat template rendering (--render prints exactly the rendered text, exit 0; a template error
-is printed to stderr with exit 2):
-  --chat-template FILE    Jinja template file (with --model: overrides the model's)
-  --messages FILE.json    [{"role": ..., "content": ...}, ...]
-  --tools FILE.json       the `tools` list (default: None)
-  --add-generation-prompt end with the assistant's turn header
-  --bos-token TEXT        bos_token (default with --model: the model's; else not passed)
-  --eos-token TEXT        eos_token (likewise)
-  --template-kwargs JSON  further template variables, e.g. '{"enable_thinking": false}'
-
-Model and output:
-  --model PATH            GGUF file or Hugging Face directory (default:
-                          $TEXTGEN_MODELS/stories260K.gguf, else models/stories260K.gguf)
-  --prompt TEXT           prompt text (BOS is added when the model's tokenizer asks for it)
-  --prompt-ids LIST       prompt as comma-separated token ids, used as given
-  --json                  print one JSON object instead of streaming text
-  --tokenize TEXT         print the token ids and pieces of TEXT and exit (vocab-only GGUFs work)
-  --no-bos                with --tokenize: do not add BOS
-
-Decoding (greedy unless --temperature > 0 or --beams is given):
-  --max-new-tokens N      tokens to generate at most (default 256)
-  --no-cache              recompute every sequence at each step instead of using the KV cache
-  --temperature T         sampling temperature (0 = greedy)
-  --top-k K               keep the K most likely tokens (0 = off)
-  --top-p P               nucleus sampling mass in (0, 1] (1 = off)
-  --min-p P               drop tokens below P times the best probability (0 = off)
-  --repetition-penalty R  HF/CTRL penalty on tokens already in the context (1 = off)
-  --seed N                random seed: the same seed gives the same tokens
-  --beams B               beam search with B beams (1..16)
-  --length-penalty A      beam score = cum_logprob / length^A (default 1.0)
-  --early-stopping MODE   heuristic (default), early or never
-  --num-return N          hypotheses to return (1..beams)
-  --stop TEXT             stop when TEXT appears (repeatable); TEXT is not returned
-  --ignore-eos            keep generating after EOS
-  --top-logprobs N        report the N (<= 20) most likely alternatives per token (with --json)
-  --context-overflow M    error (default) or slide: keep --n-keep tokens, drop the oldest rest
-  --n-keep N              tokens never dropped by the sliding window (default 0)
-
-Engine:
-  --compute bf16|f32      matmul arithmetic: bf16 (fast, default) or f32 (exact, for parity work)
-  --threads N             compute threads (default: chosen for the model size)
-  --context N             context length to serve, at most the model's (default: the model's)
-  --kv-type f32|bf16|auto KV cache element type (default auto: bf16 with --compute bf16, f32
-                          with --compute f32)
-  --kv-block-size N       tokens per KV cache block (default 16)
-  --kv-blocks N           KV cache pool size in blocks (default: enough for the request)
-  --verbose               debug logging
-  --help                  this text
-)";
+              [--eos-token TEXT] [--template-kwargs JSON])";
 
 struct Args {
   std::string model;
@@ -89,7 +39,6 @@ struct Args {
   std::optional<std::vector<int32_t>> prompt_ids;
   std::optional<std::string> tokenize;
   RenderChatArgs render;
-  bool model_given = false;
   DecodingOptions decoding;
   bool json = false;
   bool bos = true;
@@ -106,164 +55,147 @@ struct Args {
   std::exit(2);
 }
 
-int ParseInt(const std::string& flag, const std::string& value, int min) {
-  int v = 0;
-  if (!absl::SimpleAtoi(value, &v) || v < min) {
-    Die(flag + ": expected an integer >= " + std::to_string(min) + ", got '" + value + "'");
-  }
-  return v;
-}
-
-float ParseFloat(const std::string& flag, const std::string& value) {
-  float v = 0;
-  if (!absl::SimpleAtof(value, &v)) Die(flag + ": expected a number, got '" + value + "'");
-  return v;
-}
-
 std::string DefaultModel() {
   const char* dir = std::getenv("TEXTGEN_MODELS");
   if (dir != nullptr && *dir != '\0') return std::string(dir) + "/stories260K.gguf";
   return "models/stories260K.gguf";
 }
 
+constexpr int kIntMax = std::numeric_limits<int>::max();
+
+void AddRenderFlags(cli::FlagSet& f, RenderChatArgs& r) {
+  f.SetGroup("Chat template rendering (exit 0 with exactly the text, 2 on a template error)");
+  f.Flag("--render", &r.render, "render --messages with the chat template and exit");
+  f.Add("--chat-template", &r.template_path, cli::Text(), "FILE",
+        "Jinja template file (with --model: overrides the model's)");
+  f.Add("--messages", &r.messages_path, cli::Text(), "FILE.json",
+        "[{\"role\": ..., \"content\": ...}, ...]");
+  f.Add("--tools", &r.tools_path, cli::Text(), "FILE.json", "the `tools` list (default: None)");
+  f.Flag("--add-generation-prompt", &r.add_generation_prompt,
+         "end with the assistant's turn header");
+  f.AddWith<std::string>("--bos-token", cli::Text(), "TEXT",
+                         "bos_token (default with --model: the model's; else not passed)",
+                         [&r](const std::string& v) { r.bos_token = v; });
+  f.AddWith<std::string>("--eos-token", cli::Text(), "TEXT", "eos_token (likewise)",
+                         [&r](const std::string& v) { r.eos_token = v; });
+  f.Add("--template-kwargs", &r.kwargs_json, cli::Text(), "JSON",
+        "further template variables, e.g. '{\"enable_thinking\": false}'");
+}
+
+void AddModelFlags(cli::FlagSet& f, Args& a) {
+  f.SetGroup("Model and output");
+  f.Add("--model", &a.model, cli::Text(), "PATH",
+        "GGUF file or Hugging Face directory (default:\n$TEXTGEN_MODELS/stories260K.gguf, else "
+        "models/stories260K.gguf)");
+  f.AddWith<std::string>("--prompt", cli::Text(), "TEXT",
+                         "prompt text (BOS is added when the model's tokenizer asks for it)",
+                         [&a](const std::string& v) { a.prompt = v; });
+  f.AddWith<std::vector<int32_t>>("--prompt-ids", cli::IntList(), "LIST",
+                                  "prompt as comma-separated token ids, used as given",
+                                  [&a](std::vector<int32_t> ids) { a.prompt_ids = ids; });
+  f.Flag("--json", &a.json, "print one JSON object instead of streaming text");
+  f.AddWith<std::string>("--tokenize", cli::Text(), "TEXT",
+                         "print the token ids and pieces of TEXT and exit (vocab-only GGUFs work)",
+                         [&a](const std::string& v) { a.tokenize = v; });
+  f.Flag("--no-bos", "with --tokenize: do not add BOS", [&a] { a.bos = false; });
+}
+
+void AddSamplingFlags(cli::FlagSet& f, SamplingParams& s) {
+  f.Add("--temperature", &s.temperature, cli::Float(), "T", "sampling temperature (0 = greedy)");
+  f.Add("--top-k", &s.top_k, cli::Int<int>(0, kIntMax), "K",
+        "keep the K most likely tokens (0 = off)");
+  f.Add("--top-p", &s.top_p, cli::Float(), "P", "nucleus sampling mass in (0, 1] (1 = off)");
+  f.Add("--min-p", &s.min_p, cli::Float(), "P",
+        "drop tokens below P times the best probability (0 = off)");
+  f.Add("--repetition-penalty", &s.repetition_penalty, cli::Float(), "R",
+        "HF/CTRL penalty on tokens already in the context (1 = off)");
+  f.AddWith<uint64_t>("--seed", cli::Uint64(), "N",
+                      "random seed: the same seed gives the same tokens",
+                      [&s](uint64_t seed) { s.seed = seed; });
+}
+
+void AddDecodingFlags(cli::FlagSet& f, DecodingOptions& d) {
+  f.SetGroup("Decoding (greedy unless --temperature > 0 or --beams is given)");
+  f.Add("--max-new-tokens", &d.max_new_tokens, cli::Int<int>(1, kIntMax), "N",
+        "tokens to generate at most (default 256)");
+  f.Flag("--no-cache", "recompute every sequence at each step instead of using the KV cache",
+         [&d] { d.use_cache = false; });
+  AddSamplingFlags(f, d.sampling);
+  f.Add("--beams", &d.beam.num_beams, cli::Int<int>(0, kIntMax), "B",
+        "beam search with B beams (1..16)");
+  f.Add("--length-penalty", &d.beam.length_penalty, cli::Float(), "A",
+        "beam score = cum_logprob / length^A (default 1.0)");
+  f.AddWith<std::string>("--early-stopping", cli::OneOf({"heuristic", "early", "never"}), "MODE",
+                         "heuristic (default), early or never", [&d](const std::string& v) {
+                           d.beam.early_stopping = v == "early"   ? EarlyStopping::kEarly
+                                                   : v == "never" ? EarlyStopping::kNever
+                                                                  : EarlyStopping::kHeuristic;
+                         });
+  f.Add("--num-return", &d.beam.num_return_sequences, cli::Int<int>(0, kIntMax), "N",
+        "hypotheses to return (1..beams)");
+  f.AddWith<std::string>("--stop", cli::Text(), "TEXT",
+                         "stop when TEXT appears (repeatable); TEXT is not returned",
+                         [&d](const std::string& v) { d.stop.push_back(v); });
+  f.Flag("--ignore-eos", &d.ignore_eos, "keep generating after EOS");
+  f.Add("--top-logprobs", &d.top_logprobs, cli::Int<int>(0, kIntMax), "N",
+        "report the N (<= 20) most likely alternatives per token (with --json)");
+  f.AddWith<std::string>("--context-overflow", cli::OneOf({"error", "slide"}), "M",
+                         "error (default) or slide: keep --n-keep tokens, drop the oldest rest",
+                         [&d](const std::string& v) {
+                           d.context_overflow =
+                               v == "slide" ? ContextOverflow::kSlide : ContextOverflow::kError;
+                         });
+  f.Add("--n-keep", &d.n_keep, cli::Int<int>(0, kIntMax), "N",
+        "tokens never dropped by the sliding window (default 0)");
+}
+
+void AddEngineFlags(cli::FlagSet& f, Args& a) {
+  f.SetGroup("Engine");
+  f.AddWith<std::string>("--compute", cli::OneOf({"f32", "bf16"}), "bf16|f32",
+                         "matmul arithmetic: bf16 (fast, default) or f32 (exact, for parity work)",
+                         [&a](const std::string& v) { a.bf16 = v == "bf16"; });
+  f.Add("--threads", &a.threads, cli::Int<int>(1, kIntMax), "N",
+        "compute threads (default: chosen for the model size)");
+  f.Add("--context", &a.n_ctx, cli::Int<int>(1, kIntMax), "N",
+        "context length to serve, at most the model's (default: the model's)");
+  f.AddWith<std::string>("--kv-type", cli::OneOf({"f32", "bf16", "auto"}), "f32|bf16|auto",
+                         "KV cache element type (default auto: bf16 with --compute bf16, f32\n"
+                         "with --compute f32)",
+                         [&a](const std::string& v) {
+                           if (v == "auto") {
+                             a.kv_type.reset();
+                           } else {
+                             a.kv_type = v == "bf16" ? KvType::kBf16 : KvType::kF32;
+                           }
+                         });
+  f.Add("--kv-block-size", &a.block_size, cli::Int<int>(1, kIntMax), "N",
+        "tokens per KV cache block (default 16)");
+  f.Add("--kv-blocks", &a.kv_blocks, cli::Int<int>(1, kIntMax), "N",
+        "KV cache pool size in blocks (default: enough for the request)");
+  f.Flag("--verbose", "debug logging", [] { spdlog::set_level(spdlog::level::debug); });
+}
+
 Args ParseArgs(int argc, char** argv) {
   Args a;
   a.model = DefaultModel();
-  DecodingOptions& d = a.decoding;
-  bool sample = false, beam = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Die(flag + ": missing value");
-      return argv[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (flag == "--model") {
-      a.model = value();
-      a.model_given = true;
-    } else if (flag == "--render") {
-      a.render.render = true;
-    } else if (flag == "--chat-template") {
-      a.render.template_path = value();
-    } else if (flag == "--messages") {
-      a.render.messages_path = value();
-    } else if (flag == "--tools") {
-      a.render.tools_path = value();
-    } else if (flag == "--add-generation-prompt") {
-      a.render.add_generation_prompt = true;
-    } else if (flag == "--bos-token") {
-      a.render.bos_token = value();
-    } else if (flag == "--eos-token") {
-      a.render.eos_token = value();
-    } else if (flag == "--template-kwargs") {
-      a.render.kwargs_json = value();
-    } else if (flag == "--prompt") {
-      a.prompt = value();
-    } else if (flag == "--prompt-ids") {
-      std::vector<int32_t> ids;
-      for (absl::string_view part : absl::StrSplit(value(), ',', absl::SkipWhitespace())) {
-        int32_t id = 0;
-        if (!absl::SimpleAtoi(part, &id)) {
-          Die("--prompt-ids: '" + std::string(part) + "' is not an integer");
-        }
-        ids.push_back(id);
-      }
-      a.prompt_ids = std::move(ids);
-    } else if (flag == "--tokenize") {
-      a.tokenize = value();
-    } else if (flag == "--max-new-tokens") {
-      d.max_new_tokens = ParseInt(flag, value(), 1);
-    } else if (flag == "--no-cache") {
-      d.use_cache = false;
-    } else if (flag == "--temperature") {
-      d.sampling.temperature = ParseFloat(flag, value());
-      sample = d.sampling.temperature != 0.0f;
-    } else if (flag == "--top-k") {
-      d.sampling.top_k = ParseInt(flag, value(), 0);
-    } else if (flag == "--top-p") {
-      d.sampling.top_p = ParseFloat(flag, value());
-    } else if (flag == "--min-p") {
-      d.sampling.min_p = ParseFloat(flag, value());
-    } else if (flag == "--repetition-penalty") {
-      d.sampling.repetition_penalty = ParseFloat(flag, value());
-    } else if (flag == "--seed") {
-      uint64_t seed = 0;
-      std::string v = value();
-      if (!absl::SimpleAtoi(v, &seed)) Die("--seed: expected an unsigned integer, got '" + v + "'");
-      d.sampling.seed = seed;
-    } else if (flag == "--beams") {
-      d.beam.num_beams = ParseInt(flag, value(), 0);
-      beam = true;
-    } else if (flag == "--length-penalty") {
-      d.beam.length_penalty = ParseFloat(flag, value());
-    } else if (flag == "--early-stopping") {
-      std::string v = value();
-      if (v == "heuristic") {
-        d.beam.early_stopping = EarlyStopping::kHeuristic;
-      } else if (v == "early") {
-        d.beam.early_stopping = EarlyStopping::kEarly;
-      } else if (v == "never") {
-        d.beam.early_stopping = EarlyStopping::kNever;
-      } else {
-        Die("--early-stopping: expected heuristic, early or never, got '" + v + "'");
-      }
-    } else if (flag == "--num-return") {
-      d.beam.num_return_sequences = ParseInt(flag, value(), 0);
-    } else if (flag == "--stop") {
-      d.stop.push_back(value());
-    } else if (flag == "--ignore-eos") {
-      d.ignore_eos = true;
-    } else if (flag == "--top-logprobs") {
-      d.top_logprobs = ParseInt(flag, value(), 0);
-    } else if (flag == "--context-overflow") {
-      std::string v = value();
-      if (v != "error" && v != "slide") {
-        Die("--context-overflow: expected error or slide, got '" + v + "'");
-      }
-      d.context_overflow = v == "slide" ? ContextOverflow::kSlide : ContextOverflow::kError;
-    } else if (flag == "--n-keep") {
-      d.n_keep = ParseInt(flag, value(), 0);
-    } else if (flag == "--json") {
-      a.json = true;
-    } else if (flag == "--no-bos") {
-      a.bos = false;
-    } else if (flag == "--compute") {
-      std::string v = value();
-      if (v != "f32" && v != "bf16") Die("--compute: expected f32 or bf16, got '" + v + "'");
-      a.bf16 = v == "bf16";
-    } else if (flag == "--kv-type") {
-      std::string v = value();
-      if (v == "auto") {
-        a.kv_type.reset();
-      } else if (v == "f32" || v == "bf16") {
-        a.kv_type = v == "bf16" ? KvType::kBf16 : KvType::kF32;
-      } else {
-        Die("--kv-type: expected f32, bf16 or auto, got '" + v + "'");
-      }
-    } else if (flag == "--threads") {
-      a.threads = ParseInt(flag, value(), 1);
-    } else if (flag == "--context") {
-      a.n_ctx = ParseInt(flag, value(), 1);
-    } else if (flag == "--kv-block-size") {
-      a.block_size = ParseInt(flag, value(), 1);
-    } else if (flag == "--kv-blocks") {
-      a.kv_blocks = ParseInt(flag, value(), 1);
-    } else if (flag == "--verbose") {
-      spdlog::set_level(spdlog::level::debug);
-    } else {
-      Die("unknown flag '" + flag + "' (see --help)");
-    }
-  }
+  cli::FlagSet f("textgen-run", kDescription, cli::Wording::kExpected);
+  AddRenderFlags(f, a.render);
+  AddModelFlags(f, a);
+  AddDecodingFlags(f, a.decoding);
+  AddEngineFlags(f, a);
+  f.Parse(argc, argv);
   if (a.render.render) {
-    if (a.model_given) a.render.model_path = a.model;
+    if (f.Given("--model")) a.render.model_path = a.model;
     return a;
   }
   if (!a.tokenize && a.prompt.has_value() == a.prompt_ids.has_value()) {
-    Die("give exactly one of --prompt and --prompt-ids (or --tokenize)");
+    f.Fail("give exactly one of --prompt and --prompt-ids (or --tokenize)");
   }
-  if (beam && sample) Die("--beams and --temperature > 0 cannot be combined");
+  DecodingOptions& d = a.decoding;
+  const bool beam = f.Given("--beams");
+  // The default temperature (1) samples only when asked for.
+  const bool sample = f.Given("--temperature") && d.sampling.temperature != 0.0f;
+  if (beam && sample) f.Fail("--beams and --temperature > 0 cannot be combined");
   d.method = beam     ? DecodingMethod::kBeam
              : sample ? DecodingMethod::kSample
                       : DecodingMethod::kGreedy;

@@ -17,9 +17,9 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cli/flags.h"
 #include "client/synth/quant_mix.h"
 #include "client/synth/synth_layout.h"
 #include "engine/format/dtype.h"
@@ -31,7 +31,7 @@
 namespace textgen {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kDescription[] =
     R"(textgen-synth-model: write a GGUF of a real shape with synthetic weights.
 
 Usage:
@@ -39,27 +39,27 @@ Usage:
   textgen-synth-model --shape custom [--arch A] --dim D --layers L --heads H [--kv-heads K]
                       [--head-dim N] --ffn F [--ctx C] --type TYPE --out PATH
 
-  --shape NAME    stories15M, stories42M, stories110M, tinyllama-1.1b (llama, Llama 2 vocab);
-                  llama-3.2-1b (Llama 3 rope scaling), qwen2.5-0.5b, qwen3-0.6b, phi-3.5-mini
-                  (longrope), gemma-3-1b (sliding window), each with its family's vocab; or custom
-  --type TYPE     f32, f16, bf16: every matrix of that type; q8_0, q4_0, q4_1, q5_0, q5_1,
-                  q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl,
-                  iq4_xs: llama-quantize's file types, each matrix of the type llama-quantize
-                  (no imatrix) gives it, quantized as llama.cpp does. Norm and bias vectors stay f32
-  --out PATH      the GGUF file to write (written to PATH.tmp, then renamed)
-  --vocab GGUF    tokenizer source; every tokenizer.* key is copied and its token count is the
-                  vocab size (default: the shape's vocab file, ggml-vocab-llama-spm.gguf for
-                  custom, in $TEXTGEN_MODELS/vocab/, else ../shared/models/vocab/, else
-                  models/vocab/)
-  --seed N        weights are a pure function of the seed and the tensor name (default 1)
-  --threads N     threads converting weights (default: one per hardware thread)
-  --arch A        llama (default), qwen2, qwen3, phi3 or gemma3: the layout with --shape custom
-  --dim, --layers, --heads, --kv-heads (default: --heads), --head-dim (default: dim / heads),
-  --ffn, --ctx (default 2048): the shape with --shape custom
-
 Matrices hold approximately normal values with mean 0 and standard deviation 0.02 (the sum of
-four uniforms, so bounded by +-0.07); norm weights are 1.
-)";
+four uniforms, so bounded by +-0.07); norm weights are 1.)";
+
+constexpr char kShapeHelp[] =
+    R"(stories15M, stories42M, stories110M, tinyllama-1.1b (llama, Llama 2
+vocab); llama-3.2-1b (Llama 3 rope scaling), qwen2.5-0.5b, qwen3-0.6b,
+phi-3.5-mini (longrope), gemma-3-1b (sliding window), each with its
+family's vocab; or custom)";
+
+constexpr char kTypeHelp[] =
+    R"(f32, f16, bf16: every matrix of that type; q8_0, q4_0, q4_1, q5_0,
+q5_1, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m,
+q6_k, iq4_nl, iq4_xs: llama-quantize's file types, each matrix of the
+type llama-quantize (no imatrix) gives it, quantized as llama.cpp
+does. Norm and bias vectors stay f32)";
+
+constexpr char kVocabHelp[] =
+    R"(tokenizer source; every tokenizer.* key is copied and its token
+count is the vocab size (default: the shape's vocab file,
+ggml-vocab-llama-spm.gguf for custom, in $TEXTGEN_MODELS/vocab/, else
+../shared/models/vocab/, else models/vocab/))";
 
 struct Args {
   std::string shape_name;
@@ -78,14 +78,6 @@ struct Args {
 }
 [[noreturn]] void BadFlag(const std::string& message) { Die(2, message); }
 
-int ParseDim(const std::string& flag, const std::string& value) {
-  int v = 0;
-  if (!absl::SimpleAtoi(value, &v) || v < 1 || v > (1 << 20)) {
-    BadFlag(flag + ": expected an integer in 1..1048576, got '" + value + "'");
-  }
-  return v;
-}
-
 bool FileExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
@@ -100,71 +92,59 @@ std::string DefaultVocab(const std::string& file) {
   return FileExists(shared) ? shared : "models" + name;
 }
 
-Args ParseArgs(int argc, char** argv) {
-  Args a;
+// --shape custom's dimensions; each an error with a fixed shape.
+struct CustomShapeFlags {
   std::optional<int> dim, layers, heads, kv_heads, head_dim, ffn, ctx;
   std::optional<std::string> arch;
+};
+
+void AddShapeFlags(cli::FlagSet& f, CustomShapeFlags& c) {
+  f.SetGroup("Custom shape (with --shape custom)");
+  f.AddWith<std::string>("--arch", cli::Text(), "A",
+                         "llama (default), qwen2, qwen3, phi3 or gemma3: the layout",
+                         [&c](const std::string& v) { c.arch = v; });
+  const auto dim = [&f](const char* name, std::optional<int>* field, const char* help) {
+    f.AddWith<int>(name, cli::Int<int>(1, 1 << 20), "N", help, [field](int v) { *field = v; });
+  };
+  dim("--dim", &c.dim, "model width");
+  dim("--layers", &c.layers, "transformer blocks");
+  dim("--heads", &c.heads, "attention heads");
+  dim("--kv-heads", &c.kv_heads, "key/value heads (default: --heads)");
+  dim("--head-dim", &c.head_dim, "head size (default: dim / heads)");
+  dim("--ffn", &c.ffn, "feed-forward width");
+  dim("--ctx", &c.ctx, "trained context length (default 2048)");
+}
+
+Args ParseArgs(int argc, char** argv) {
+  Args a;
+  CustomShapeFlags c;
+  cli::FlagSet f("textgen-synth-model", kDescription, cli::Wording::kExpected);
+  f.Add("--shape", &a.shape_name, cli::NonEmpty(), "NAME", kShapeHelp)->required();
+  f.AddWith<std::string>("--type", cli::Text(), "TYPE", kTypeHelp, [&a](const std::string& v) {
+     a.type_name = v;
+     absl::StatusOr<QuantMix> mix = FindQuantMix(v);
+     // Checked here rather than by a ValueParser: the message is FindQuantMix's own.
+     if (!mix.ok()) BadFlag("--type: " + std::string(mix.status().message()));
+     a.mix = *mix;
+   })->required();
+  f.Add("--out", &a.out, cli::NonEmpty(), "PATH",
+        "the GGUF file to write (written to PATH.tmp, then renamed)")
+      ->required();
+  f.Add("--vocab", &a.vocab, cli::Text(), "GGUF", kVocabHelp);
+  f.Add("--seed", &a.seed, cli::Uint64(), "N",
+        "weights are a pure function of the seed and the tensor name (default 1)");
+  f.Add("--threads", &a.threads, cli::Int<int>(1, 1024), "N",
+        "threads converting weights (default: one per hardware thread)");
+  AddShapeFlags(f, c);
+  f.Parse(argc, argv);
+  std::optional<int> dim = c.dim, layers = c.layers, heads = c.heads, kv_heads = c.kv_heads,
+                     head_dim = c.head_dim, ffn = c.ffn, ctx = c.ctx;
+  std::optional<std::string> arch = c.arch;
   std::string first_shape_flag;
-  bool has_type = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) BadFlag(flag + ": missing value");
-      return argv[++i];
-    };
-    auto shape_flag = [&](std::optional<int>& field) {
-      field = ParseDim(flag, value());
-      if (first_shape_flag.empty()) first_shape_flag = flag;
-    };
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (flag == "--shape") {
-      a.shape_name = value();
-    } else if (flag == "--type") {
-      a.type_name = value();
-      has_type = true;
-      absl::StatusOr<QuantMix> mix = FindQuantMix(a.type_name);
-      if (!mix.ok()) BadFlag("--type: " + std::string(mix.status().message()));
-      a.mix = *mix;
-    } else if (flag == "--threads") {
-      const std::string v = value();
-      if (!absl::SimpleAtoi(v, &a.threads) || a.threads < 1 || a.threads > 1024) {
-        BadFlag("--threads: expected an integer in 1..1024, got '" + v + "'");
-      }
-    } else if (flag == "--out") {
-      a.out = value();
-    } else if (flag == "--vocab") {
-      a.vocab = value();
-    } else if (flag == "--seed") {
-      const std::string v = value();
-      if (!absl::SimpleAtoi(v, &a.seed)) {
-        BadFlag("--seed: expected an unsigned integer, got '" + v + "'");
-      }
-    } else if (flag == "--dim") {
-      shape_flag(dim);
-    } else if (flag == "--layers") {
-      shape_flag(layers);
-    } else if (flag == "--heads") {
-      shape_flag(heads);
-    } else if (flag == "--kv-heads") {
-      shape_flag(kv_heads);
-    } else if (flag == "--head-dim") {
-      shape_flag(head_dim);
-    } else if (flag == "--arch") {
-      arch = value();
-      if (first_shape_flag.empty()) first_shape_flag = flag;
-    } else if (flag == "--ffn") {
-      shape_flag(ffn);
-    } else if (flag == "--ctx") {
-      shape_flag(ctx);
-    } else {
-      BadFlag("unknown flag '" + flag + "' (see --help)");
-    }
+  for (const char* flag :
+       {"--arch", "--dim", "--layers", "--heads", "--kv-heads", "--head-dim", "--ffn", "--ctx"}) {
+    if (first_shape_flag.empty() && f.Given(flag)) first_shape_flag = flag;
   }
-  if (a.shape_name.empty()) BadFlag("--shape: required (see --help)");
-  if (!has_type) BadFlag("--type: required (f32, f16, bf16, q8_0, q4_k_m, ...: see --help)");
-  if (a.out.empty()) BadFlag("--out: required");
 
   if (a.shape_name == "custom") {
     auto required = [](const std::optional<int>& v, const char* flag) {

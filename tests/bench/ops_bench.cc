@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/flags.h"
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/elementwise.h"
@@ -443,12 +444,16 @@ void BenchStories260K() {
 
 int main(int argc, char** argv) {
   bool weights_only = false, attention_only = false, kquant_only = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) textgen::ops::g_quick = true;
-    if (std::strcmp(argv[i], "--weights") == 0) weights_only = true;
-    if (std::strcmp(argv[i], "--attention") == 0) attention_only = true;
-    if (std::strcmp(argv[i], "--kquant") == 0) kquant_only = true;
-  }
+  textgen::cli::FlagSet flags("ops-bench",
+                              "ops-bench: per-call time of engine/ops kernels.\n\n"
+                              "Usage: ops-bench [--quick] [--weights | --attention | --kquant]",
+                              textgen::cli::Wording::kExpected);
+  flags.Flag("--quick", &textgen::ops::g_quick, "fewer shapes and repetitions");
+  flags.Flag("--weights", &weights_only, "only the decode weight kernels");
+  flags.Flag("--attention", &attention_only,
+             "only the decode-step attention over an F32 and a BF16 KV cache");
+  flags.Flag("--kquant", &kquant_only, "only Q4_K, Q6_K");
+  flags.Parse(argc, argv);
   if (kquant_only) {
     textgen::ops::BenchKQuant();
     return 0;

@@ -1,14 +1,18 @@
 // textgen-bench: measured speed of the engine, printed as Markdown. Flags only; each section
 // lives in its own file (bandwidth, speed_table, beam_table, cache_table).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "cli/flags.h"
 #include "tests/bench/bandwidth.h"
 #include "tests/bench/beam_table.h"
 #include "tests/bench/bench_options.h"
@@ -20,45 +24,88 @@
 namespace textgen::bench {
 namespace {
 
-constexpr char kUsage[] = R"(textgen-bench: measured speed of the engine, as Markdown tables.
+constexpr char kDescription[] = R"(textgen-bench: measured speed of the engine, as Markdown tables.
 
-Usage: textgen-bench [sections] [--model PATH]... [options]
+Usage: textgen-bench [sections] [--model PATH]... [options])";
 
-Sections (several may be given; --model alone implies --speed):
-  --bandwidth            memory read bandwidth: a buffer (2 GiB) touched, then summed with
-                         AVX-512 loads by 1 thread and by N threads, best of 5 passes
-  --speed                per --model: prefill tok/s of a 128-token prompt (seeded random ids),
-                         decode tok/s of one stream, effective bandwidth (weight bytes x decode
-                         tok/s) and its share of the measured N-thread bandwidth, peak RSS
-  --beam                 per --model: beam search (4 beams) vs greedy, per token and KV blocks
-  --cache-table          sliding-window generation with the KV cache on and off
-  --smoke                every section at tiny sizes on stories260K (CI keeps it working)
+// A positive integer flag.
+void AddPositive(cli::FlagSet& f, const std::string& name, int* out, const std::string& help) {
+  f.Add(name, out, cli::Int<int>(1, std::numeric_limits<int>::max()), "N", help);
+}
 
-Options:
-  --model PATH           GGUF file or Hugging Face directory (repeatable)
-  --compute f32|bf16     arithmetic of the matmuls (default f32)
-  --threads N            compute threads (default: the engine's choice per model) and the
-                         bandwidth's thread count (default: all CPUs)
-  --repeats R            best of R (default 3)
-  --seed S               seed of the random prompts (default 1)
-  --prompt-tokens N      --speed prefill prompt length (default 128)
-  --new-tokens N         --speed decode length (default 64)
-  --llama-cpp P,D        --speed: llama.cpp's prefill and decode tok/s for the rows, shown with
-                         our ratio to them
-  --bandwidth-mib N      --bandwidth buffer size (default 2048)
-  --bandwidth-gbs X      --speed: use X GB/s as the machine's bandwidth instead of measuring
-  --beam-tokens N        --beam new tokens (default 256)
-  --cache-model PATH     --cache-table model (default $TEXTGEN_MODELS/stories260K.gguf)
-  --cache-tokens LIST    --cache-table lengths (default 100,500,1000,5000,10000)
-  --cache-context N      --cache-table context length (default 512; the model's is 2,048)
-  --rows-only            print table rows only (no machine line, no table heads), to append a
-                         process's rows to another's table
-  --no-machine-line      leave out the first line (CPU, bandwidth, compute, threads)
-)";
+void AddSectionFlags(cli::FlagSet& f, BenchOptions& o, bool* smoke) {
+  f.SetGroup("Sections (several may be given; --model alone implies --speed)");
+  f.Flag("--bandwidth", &o.bandwidth,
+         "memory read bandwidth: a buffer (2 GiB) touched, then summed with\nAVX-512 loads by 1 "
+         "thread and by N threads, best of 5 passes");
+  f.Flag("--speed", &o.speed,
+         "per --model: prefill tok/s of a 128-token prompt (seeded random ids),\ndecode tok/s of "
+         "one stream, effective bandwidth (weight bytes x decode\ntok/s) and its share of the "
+         "measured N-thread bandwidth, peak RSS");
+  f.Flag("--beam", &o.beam,
+         "per --model: beam search (4 beams) vs greedy, per token and KV blocks");
+  f.Flag("--cache-table", &o.cache_table, "sliding-window generation with the KV cache on and off");
+  f.Flag("--smoke", smoke, "every section at tiny sizes on stories260K (CI keeps it working)");
+}
 
-[[noreturn]] void Usage(const std::string& message) {
-  std::fprintf(stderr, "textgen-bench: %s\n\n%s", message.c_str(), kUsage);
-  std::exit(2);
+void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
+  f.SetGroup("Options");
+  f.AddWith<std::string>("--model", cli::Text(), "PATH",
+                         "GGUF file or Hugging Face directory (repeatable)",
+                         [&o](const std::string& v) { o.models.push_back(v); });
+  f.AddWith<std::string>("--compute", cli::OneOf({"f32", "bf16"}), "f32|bf16",
+                         "arithmetic of the matmuls (default f32)", [&o](const std::string& v) {
+                           o.compute =
+                               v == "bf16" ? ops::LinearCompute::kBf16 : ops::LinearCompute::kF32;
+                         });
+  AddPositive(f, "--threads", &o.threads,
+              "compute threads (default: the engine's choice per model) and the\nbandwidth's "
+              "thread count (default: all CPUs)");
+  AddPositive(f, "--repeats", &o.repeats, "best of R (default 3)");
+  f.Add("--seed", &o.seed, cli::Uint64(), "S", "seed of the random prompts (default 1)");
+  AddPositive(f, "--prompt-tokens", &o.prompt_tokens,
+              "--speed prefill prompt length (default 128)");
+  AddPositive(f, "--new-tokens", &o.new_tokens, "--speed decode length (default 64)");
+  const cli::ValueParser<std::pair<double, double>> two_rates = [](const std::string& v,
+                                                                   std::pair<double, double>* out) {
+    const std::vector<std::string> parts = absl::StrSplit(v, ',');
+    const cli::ValueParser<double> rate = cli::Number(1e-9);
+    if (parts.size() != 2 || !rate(parts[0], &out->first).empty() ||
+        !rate(parts[1], &out->second).empty()) {
+      return std::string("PREFILL,DECODE (two positive numbers)");
+    }
+    return std::string();
+  };
+  f.AddWith<std::pair<double, double>>(
+      "--llama-cpp", two_rates, "P,D",
+      "--speed: llama.cpp's prefill and decode tok/s for the rows, shown with\nour ratio to them",
+      [&o](std::pair<double, double> r) { std::tie(o.ref_prefill, o.ref_decode) = r; });
+  f.AddWith<int>("--bandwidth-mib", cli::Int<int>(1, 1 << 20), "N",
+                 "--bandwidth buffer size (default 2048)",
+                 [&o](int mib) { o.bandwidth_bytes = int64_t{mib} << 20; });
+  f.Add("--bandwidth-gbs", &o.bandwidth_gbs, cli::Number(1e-9), "X",
+        "--speed: use X GB/s as the machine's bandwidth instead of measuring");
+  AddPositive(f, "--beam-tokens", &o.beam_tokens, "--beam new tokens (default 256)");
+  f.Add("--cache-model", &o.cache_model, cli::Text(), "PATH",
+        "--cache-table model (default $TEXTGEN_MODELS/stories260K.gguf)");
+  const cli::ValueParser<std::vector<int>> lengths = [](const std::string& v,
+                                                        std::vector<int>* out) {
+    std::vector<int32_t> ids;
+    if (!cli::IntList()(v, &ids).empty() || *std::min_element(ids.begin(), ids.end()) < 1) {
+      return std::string("comma-separated positive integers");
+    }
+    out->assign(ids.begin(), ids.end());
+    return std::string();
+  };
+  f.Add("--cache-tokens", &o.cache_tokens, lengths, "LIST",
+        "--cache-table lengths (default 100,500,1000,5000,10000)");
+  AddPositive(f, "--cache-context", &o.cache_context,
+              "--cache-table context length (default 512; the model's is 2,048)");
+  f.Flag("--rows-only", &o.rows_only,
+         "print table rows only (no machine line, no table heads), to append a\nprocess's rows "
+         "to another's table");
+  f.Flag("--no-machine-line", "leave out the first line (CPU, bandwidth, compute, threads)",
+         [&o] { o.machine_line = false; });
 }
 
 BenchOptions ParseFlags(int argc, char** argv) {
@@ -67,86 +114,10 @@ BenchOptions ParseFlags(int argc, char** argv) {
   const std::string models_dir = env != nullptr ? env : "../shared/models";
   o.cache_model = models_dir + "/stories260K.gguf";
   bool smoke = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Usage(f + ": missing value");
-      return argv[++i];
-    };
-    auto positive = [&](const std::string& v) {
-      int n = 0;
-      if (!absl::SimpleAtoi(v, &n) || n < 1) Usage(f + ": expected a positive integer, got " + v);
-      return n;
-    };
-    auto positive_double = [&](const std::string& v) {
-      double x = 0;
-      if (!absl::SimpleAtod(v, &x) || !(x > 0)) Usage(f + ": expected a positive number, got " + v);
-      return x;
-    };
-    if (f == "--help" || f == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (f == "--bandwidth") {
-      o.bandwidth = true;
-    } else if (f == "--speed") {
-      o.speed = true;
-    } else if (f == "--beam") {
-      o.beam = true;
-    } else if (f == "--cache-table") {
-      o.cache_table = true;
-    } else if (f == "--smoke") {
-      smoke = true;
-    } else if (f == "--model") {
-      o.models.push_back(value());
-    } else if (f == "--compute") {
-      const std::string v = value();
-      if (v == "f32") {
-        o.compute = ops::LinearCompute::kF32;
-      } else if (v == "bf16") {
-        o.compute = ops::LinearCompute::kBf16;
-      } else {
-        Usage("--compute: expected f32 or bf16, got " + v);
-      }
-    } else if (f == "--threads") {
-      o.threads = positive(value());
-    } else if (f == "--repeats") {
-      o.repeats = positive(value());
-    } else if (f == "--seed") {
-      const std::string v = value();
-      if (!absl::SimpleAtoi(v, &o.seed)) Usage("--seed: expected an integer, got " + v);
-    } else if (f == "--prompt-tokens") {
-      o.prompt_tokens = positive(value());
-    } else if (f == "--new-tokens") {
-      o.new_tokens = positive(value());
-    } else if (f == "--llama-cpp") {
-      const std::string v = value();
-      std::vector<std::string> parts = absl::StrSplit(v, ',');
-      if (parts.size() != 2) Usage("--llama-cpp: expected PREFILL,DECODE, got " + v);
-      o.ref_prefill = positive_double(parts[0]);
-      o.ref_decode = positive_double(parts[1]);
-    } else if (f == "--bandwidth-mib") {
-      o.bandwidth_bytes = int64_t{positive(value())} << 20;
-    } else if (f == "--bandwidth-gbs") {
-      o.bandwidth_gbs = positive_double(value());
-    } else if (f == "--beam-tokens") {
-      o.beam_tokens = positive(value());
-    } else if (f == "--cache-model") {
-      o.cache_model = value();
-    } else if (f == "--cache-context") {
-      o.cache_context = positive(value());
-    } else if (f == "--cache-tokens") {
-      o.cache_tokens.clear();
-      for (absl::string_view part : absl::StrSplit(value(), ',')) {
-        o.cache_tokens.push_back(positive(std::string(part)));
-      }
-    } else if (f == "--rows-only") {
-      o.rows_only = true;
-    } else if (f == "--no-machine-line") {
-      o.machine_line = false;
-    } else {
-      Usage("unknown flag " + f);
-    }
-  }
+  cli::FlagSet f("textgen-bench", kDescription, cli::Wording::kExpected);
+  AddSectionFlags(f, o, &smoke);
+  AddOptionFlags(f, o);
+  f.Parse(argc, argv);
   if (smoke) {
     // Every section, each at a size that takes well under a second.
     o.bandwidth = o.speed = o.beam = o.cache_table = true;
@@ -161,8 +132,8 @@ BenchOptions ParseFlags(int argc, char** argv) {
     o.cache_context = 64;  // so that the window slides
   }
   if (!o.models.empty() && !o.bandwidth && !o.speed && !o.beam && !o.cache_table) o.speed = true;
-  if (!o.bandwidth && !o.speed && !o.beam && !o.cache_table) Usage("nothing to measure");
-  if ((o.speed || o.beam) && o.models.empty()) Usage("--speed and --beam need --model");
+  if (!o.bandwidth && !o.speed && !o.beam && !o.cache_table) f.Fail("nothing to measure");
+  if ((o.speed || o.beam) && o.models.empty()) f.Fail("--speed and --beam need --model");
   return o;
 }
 
