@@ -12,6 +12,7 @@
 #include "server/response_convert.h"
 #include "server/status_convert.h"
 #include "spdlog/spdlog.h"
+#include "engine/ops/threading.h"
 
 namespace textgen::server {
 namespace {
@@ -39,7 +40,7 @@ namespace {
 // One worker for every two cores: long prompts get at most half the machine, the rest is left
 // to the engine and to gRPC. Beyond 32 waiting, long prompts are refused at once.
 int PromptThreads() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  return std::max(1, ops::DefaultNumThreads() / 2);
 }
 constexpr int kMaxPendingPrompts = 32;
 

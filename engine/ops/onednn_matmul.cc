@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<OneDnnMatmul>> OneDnnMatmul::Create(const WeightV
       // L2 per core), with 2 MiB no better.
       const int64_t elem = compute == LinearCompute::kBf16 ? 2 : 4;
       int64_t rows = std::max<int64_t>(16, (int64_t{1} << 20) / (w.in * elem) / 16 * 16);
-      const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+      const int64_t cores = DefaultNumThreads();
       const int64_t per_thread = (w.out + 2 * cores - 1) / (2 * cores);
       rows = std::min(rows, std::max<int64_t>(16, (per_thread + 15) / 16 * 16));
       m->chunk_rows_ = std::min(rows, w.out);

@@ -6,12 +6,14 @@
 #include "engine/format/quant_dequantize_inl.h"
 #include "engine/ops/half.h"
 #include "engine/ops/quant_unpack.h"
+#include "engine/ops/isa_namespace.h"
 
 // The reference values are ggml's, computed without fused multiply-adds; a contracted
 // `d * q - m` would differ in the last bit. CMake also passes -ffp-contract=off for this file.
 #pragma GCC optimize("fp-contract=off")
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 namespace portable {
 
 void DecodeRowF32(WeightType type, const uint8_t* src, float* dst, int64_t n) {
@@ -114,4 +116,5 @@ void DecodeRowBf16(WeightType type, const uint8_t* src, uint16_t* dst, int64_t n
 }
 #endif  // TG_QUANT_UNPACK
 
+TG_ISA_END
 }  // namespace textgen::ops

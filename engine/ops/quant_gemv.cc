@@ -6,12 +6,14 @@
 #include "engine/ops/quant_decode.h"
 #include "engine/ops/quant_unpack.h"
 #include "engine/ops/simd.h"
+#include "engine/ops/isa_namespace.h"
 
 // The widened weights must round as the scalar decoders do (d * q, then - m: two roundings);
 // CMake passes -ffp-contract=off for this file too, and the dot products use explicit FMAs.
 #pragma GCC optimize("fp-contract=off")
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 namespace portable {
 
@@ -164,4 +166,5 @@ void GemvQuantExact(const WeightView& w, const float* x, int64_t n, float* y, in
 }
 #endif  // TG_QUANT_UNPACK
 
+TG_ISA_END
 }  // namespace textgen::ops

@@ -1,26 +1,49 @@
 #include "engine/ops/threading.h"
 
 #include <omp.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
+#include <cstdlib>
+
+#include "engine/ops/cpu_budget.h"
 
 namespace textgen::ops {
 namespace {
 
-int DefaultThreads() {
-  const unsigned hc = std::thread::hardware_concurrency();
-  return hc == 0 ? 1 : static_cast<int>(hc);
-}
+// Spins before a waiting OpenMP thread sleeps on a futex. Between the parallel regions of one
+// decode step (a few microseconds apart) ~100 spins suffice; 10,000 (~0.5 ms) also bridge the
+// gap between steps, while a thread whose partner was descheduled gives its core back quickly.
+// Measured on stories15M decode with a CPU hog (README, "Threads and waiting").
+constexpr char kOpenMpSpinCount[] = "10000";
 
-std::atomic<int> g_num_threads{DefaultThreads()};
+// Runs from the executable's .preinit_array: before any shared library's constructor, so
+// before libgomp reads OMP_WAIT_POLICY / GOMP_SPINCOUNT (setenv in main would be too late).
+void SetOpenMpWaitDefaults(int, char**, char**) {
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
+    setenv("GOMP_SPINCOUNT", kOpenMpSpinCount, 0);
+  }
+}
+[[gnu::section(".preinit_array"), gnu::used]] void (*set_openmp_wait_defaults)(
+    int, char**, char**) = &SetOpenMpWaitDefaults;  // not const: .preinit_array is writable
+
+int DefaultThreads() { return ProcessCpuBudget().threads; }
+
+std::atomic<int> g_num_threads{0};  // 0: DefaultThreads(), read at the first NumThreads()
 
 }  // namespace
 
 void SetNumThreads(int n) { g_num_threads.store(std::max(1, n), std::memory_order_relaxed); }
 
-int NumThreads() { return g_num_threads.load(std::memory_order_relaxed); }
+int NumThreads() {
+  const int n = g_num_threads.load(std::memory_order_relaxed);
+  return n > 0 ? n : DefaultThreads();
+}
+
+int DefaultNumThreads() { return DefaultThreads(); }
+
+std::string DescribeThreadDefault() { return DescribeCpuBudget(ProcessCpuBudget()); }
 
 int RecommendedNumThreads(int64_t max_weight_elems) {
   // Below ~1M weights (4 MB of F32, roughly L2-resident) a matmul of a decode batch takes a few
