@@ -65,12 +65,8 @@ absl::StatusOr<std::unique_ptr<AmxBf16Matmul>> AmxBf16Matmul::Create(const Weigh
 }
 
 absl::Status AmxBf16Matmul::Run(const float* x, int64_t n, float* y) const {
-  const AmxPackedWeights p{packed_.get(),
-                           out_,
-                           in_,
-                           out_blocks_,
-                           k_blocks_,
-                           static_cast<int64_t>(packed_bytes()),
+  const AmxPackedWeights p{packed_.get(),      out_,      in_,
+                           out_blocks_,        k_blocks_, static_cast<int64_t>(packed_bytes()),
                            parallel_min_bytes_};
   kernels_->amx_run(p, x, n, y);
   return absl::OkStatus();

@@ -33,7 +33,6 @@ constexpr int64_t kParallelMinActivations = int64_t{1} << 17;
 // small: ~16M MACs keep one core's AMX unit busy for ~30k cycles, far above a fork/join.
 constexpr int64_t kParallelMinMacs = int64_t{1} << 24;
 
-
 // LDTILECFG's 64-byte operand (palette 1).
 struct alignas(64) TileConfig {
   uint8_t palette_id = 1;
@@ -229,9 +228,8 @@ void PackActivations(const float* x, int64_t in, int64_t k_blocks, int64_t m, in
 
 void PackWeights(const uint16_t* w, int64_t out, int64_t in, int64_t k_blocks, int64_t out_blocks,
                  uint16_t* dst) {
-  ParallelFor(out_blocks, 1, NumThreads(), [&](int64_t ob0, int64_t ob1) {
-    PackBlocks(w, out, in, k_blocks, ob0, ob1, dst);
-  });
+  ParallelFor(out_blocks, 1, NumThreads(),
+              [&](int64_t ob0, int64_t ob1) { PackBlocks(w, out, in, k_blocks, ob0, ob1, dst); });
 }
 
 void Run(const AmxPackedWeights& p, const float* x, int64_t n, float* y) {
@@ -259,8 +257,7 @@ void Run(const AmxPackedWeights& p, const float* x, int64_t n, float* y) {
   // The tile loads are asm that GCC does not know reads memory: keep the stores above them.
   asm volatile("" ::: "memory");
 
-  const bool parallel = p.bytes >= p.parallel_min_bytes ||
-                        n * p.out * p.in >= kParallelMinMacs;
+  const bool parallel = p.bytes >= p.parallel_min_bytes || n * p.out * p.in >= kParallelMinMacs;
   const RunArgs args{p.data, p.k_blocks, xb, n, p.out, y, p.out};
   // Ranges start on even blocks: whole pairs for Micro<., 2>.
   ParallelFor(p.out_blocks, 2, parallel ? NumThreads() : 1,

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "engine/ops/half.h"
-#include "engine/ops/simd.h"
 #include "engine/ops/isa_namespace.h"
+#include "engine/ops/simd.h"
 
 namespace textgen::ops::internal {
 TG_ISA_BEGIN

@@ -11,10 +11,10 @@
 namespace textgen::ops {
 
 struct CpuBudget {
-  int online = 1;                // CPUs online (std::thread::hardware_concurrency)
-  int affinity = 0;              // CPUs in the affinity mask (0: unknown)
-  std::optional<double> quota;   // cgroup CPU limit in CPUs (quota / period), if any
-  int threads = 1;               // min(affinity or online, ceil(quota)), at least 1
+  int online = 1;               // CPUs online (std::thread::hardware_concurrency)
+  int affinity = 0;             // CPUs in the affinity mask (0: unknown)
+  std::optional<double> quota;  // cgroup CPU limit in CPUs (quota / period), if any
+  int threads = 1;              // min(affinity or online, ceil(quota)), at least 1
 };
 
 // The tightest CPU limit of the cgroup hierarchy `proc_self_cgroup` (the text of

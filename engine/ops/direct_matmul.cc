@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "engine/ops/gemv_float.h"
-#include "engine/ops/simd.h"
 #include "engine/ops/isa_namespace.h"
+#include "engine/ops/simd.h"
 
 namespace textgen::ops {
 TG_ISA_BEGIN

@@ -3,8 +3,8 @@
 #include <cassert>
 #include <cmath>
 
-#include "engine/ops/simd.h"
 #include "engine/ops/isa_namespace.h"
+#include "engine/ops/simd.h"
 
 namespace textgen::ops {
 TG_ISA_BEGIN

@@ -5,8 +5,8 @@
 
 #include "engine/ops/gemv_float.h"
 #include "engine/ops/half.h"
-#include "engine/ops/simd.h"
 #include "engine/ops/isa_namespace.h"
+#include "engine/ops/simd.h"
 
 namespace textgen::ops {
 TG_ISA_BEGIN

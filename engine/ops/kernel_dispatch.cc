@@ -133,9 +133,8 @@ absl::StatusOr<CpuFeatures> IsaLevelFeatures(std::string_view name) {
   if (name == "avx512bf16") return f;
   f.amx_tile = f.amx_bf16 = true;
   if (name == "amx") return f;
-  return absl::InvalidArgumentError(absl::StrCat("TEXTGEN_MAX_ISA=", std::string(name),
-                                                 " is not one of: ",
-                                                 absl::StrJoin(kLevelNames, ", ")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "TEXTGEN_MAX_ISA=", std::string(name), " is not one of: ", absl::StrJoin(kLevelNames, ", ")));
 }
 
 absl::StatusOr<KernelChoice> ChooseKernels() {

@@ -22,11 +22,11 @@ namespace textgen::ops {
 struct KernelTable;
 
 struct KernelChoice {
-  std::string level;                // the chosen level, e.g. "avx512vnni"
-  std::vector<std::string> built;   // the levels in this binary, lowest first
-  std::string cap;                  // TEXTGEN_MAX_ISA, empty when unset
-  std::vector<std::string> notes;   // why higher built levels were passed over
-  CpuFeatures cpu;                  // what CPUID and XGETBV report
+  std::string level;               // the chosen level, e.g. "avx512vnni"
+  std::vector<std::string> built;  // the levels in this binary, lowest first
+  std::string cap;                 // TEXTGEN_MAX_ISA, empty when unset
+  std::vector<std::string> notes;  // why higher built levels were passed over
+  CpuFeatures cpu;                 // what CPUID and XGETBV report
 };
 
 // The process's choice (made once, at the first call of this or of any kernel). Fails with

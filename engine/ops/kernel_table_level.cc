@@ -29,15 +29,12 @@ TG_ISA_BEGIN
 
 extern const KernelTable kKernelTable;
 const KernelTable kKernelTable = {
-    TG_STRINGIFY(TEXTGEN_ISA_LEVEL),
-    CompiledFeatures(),
+    TG_STRINGIFY(TEXTGEN_ISA_LEVEL), CompiledFeatures(),
 #define TG_KERNEL(member, fn, ret, params, args) &fn,
 #include "engine/ops/kernel_list.inc"
 #undef TG_KERNEL
 #if defined(__AMX_BF16__) && defined(__AMX_TILE__)
-    &amx_tiles::PackWeights,
-    &amx_tiles::Run,
-    &amx_tiles::RunWidened,
+    &amx_tiles::PackWeights,         &amx_tiles::Run,    &amx_tiles::RunWidened,
 #else
     nullptr,
     nullptr,

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/kquant_dot_more.h"
 #include "engine/ops/simd.h"
-#include "engine/ops/isa_namespace.h"
 
 namespace textgen::ops {
 TG_ISA_BEGIN

@@ -3,9 +3,9 @@
 #include <cstring>
 
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/kquant_dot.h"
 #include "engine/ops/simd.h"
-#include "engine/ops/isa_namespace.h"
 
 namespace textgen::ops {
 TG_ISA_BEGIN

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/ops/gemv_bf16_dot.h"
+#include "engine/ops/kernel_select.h"
 #include "engine/ops/threading.h"
 #include "engine/ops/weight_convert.h"
 #include "engine/util/status_macros.h"
@@ -70,6 +71,9 @@ absl::StatusOr<OneDnnMatmul::Prim> OneDnnMatmul::MakePrim(int64_t n_cols, int64_
 
 absl::StatusOr<std::unique_ptr<OneDnnMatmul>> OneDnnMatmul::Create(const WeightView& w,
                                                                    LinearCompute compute) {
+  // The kernel choice caps oneDNN's ISA under TEXTGEN_MAX_ISA, which only takes effect before
+  // oneDNN's first primitive: make it now if no kernel ran yet.
+  (void)ChooseKernels();
   auto m = std::unique_ptr<OneDnnMatmul>(new OneDnnMatmul());
   m->w_ = w;
   m->compute_ = compute;

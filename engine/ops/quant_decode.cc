@@ -5,8 +5,8 @@
 #include "engine/format/quant_blocks.h"
 #include "engine/format/quant_dequantize_inl.h"
 #include "engine/ops/half.h"
-#include "engine/ops/quant_unpack.h"
 #include "engine/ops/isa_namespace.h"
+#include "engine/ops/quant_unpack.h"
 
 // The reference values are ggml's, computed without fused multiply-adds; a contracted
 // `d * q - m` would differ in the last bit. CMake also passes -ffp-contract=off for this file.

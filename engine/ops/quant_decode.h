@@ -12,8 +12,8 @@
 
 #include <cstdint>
 
-#include "engine/ops/weight.h"
 #include "engine/ops/isa_namespace.h"
+#include "engine/ops/weight.h"
 
 namespace textgen::ops {
 TG_ISA_BEGIN

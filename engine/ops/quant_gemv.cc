@@ -3,10 +3,10 @@
 #include <cstddef>
 #include <vector>
 
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/quant_decode.h"
 #include "engine/ops/quant_unpack.h"
 #include "engine/ops/simd.h"
-#include "engine/ops/isa_namespace.h"
 
 // The widened weights must round as the scalar decoders do (d * q, then - m: two roundings);
 // CMake passes -ffp-contract=off for this file too, and the dot products use explicit FMAs.

@@ -24,9 +24,9 @@
 
 #include "engine/format/quant_blocks.h"
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/simd.h"
 #include "engine/ops/weight.h"
-#include "engine/ops/isa_namespace.h"
 
 #if defined(__AVX2__)
 #define TG_QUANT_UNPACK 1

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/ops/simd.h"
 #include "engine/ops/isa_namespace.h"
+#include "engine/ops/simd.h"
 
 namespace textgen::ops {
 TG_ISA_BEGIN

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/quant_decode.h"
 #include "engine/ops/simd.h"
-#include "engine/ops/isa_namespace.h"
 
 namespace textgen::ops {
 TG_ISA_BEGIN

@@ -65,8 +65,8 @@ TEST_CASE("the highest level the allowed extensions cover is chosen", "[isa]") {
     CHECK(notes.back() == "amx: Linux refused the AMX tile state");
   }
   SECTION("an AVX2-only CPU, and one below the baseline") {
-    CHECK(internal::SelectKernelTable(tables, IsaLevelFeatures("avx2").value(), granted,
-                                      &notes) == &avx2);
+    CHECK(internal::SelectKernelTable(tables, IsaLevelFeatures("avx2").value(), granted, &notes) ==
+          &avx2);
     CHECK(internal::SelectKernelTable(tables, CpuFeatures{}, granted, &notes) == nullptr);
   }
   SECTION("a single-level build compiled for more than the CPU has") {
@@ -86,13 +86,14 @@ TEST_CASE("the process runs the highest built level within the CPU and TEXTGEN_M
   const KernelTable& chosen = internal::Kernels();
   CHECK(chosen.level == choice->level);
   CHECK(internal::FeaturesCover(allowed, chosen.required));
-  if (cap != nullptr) CHECK(internal::FeaturesCover(IsaLevelFeatures(cap).value(), chosen.required));
+  if (cap != nullptr)
+    CHECK(internal::FeaturesCover(IsaLevelFeatures(cap).value(), chosen.required));
   // No higher built level would have qualified (AMX permission aside).
   bool above = false;
   for (const KernelTable* t : internal::BuiltKernelTables()) {
     if (above && !t->required.amx_tile) {
-      const bool capped = cap != nullptr &&
-                          !internal::FeaturesCover(IsaLevelFeatures(cap).value(), t->required);
+      const bool capped =
+          cap != nullptr && !internal::FeaturesCover(IsaLevelFeatures(cap).value(), t->required);
       CHECK((capped || !internal::FeaturesCover(allowed, t->required)));
     }
     above = above || t == &chosen;
