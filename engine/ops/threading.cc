@@ -12,11 +12,12 @@
 namespace textgen::ops {
 namespace {
 
-// Spins before a waiting OpenMP thread sleeps on a futex. Between the parallel regions of one
-// decode step (a few microseconds apart) ~100 spins suffice; 10,000 (~0.5 ms) also bridge the
-// gap between steps, while a thread whose partner was descheduled gives its core back quickly.
-// Measured on stories15M decode with a CPU hog (README, "Threads and waiting").
-constexpr char kOpenMpSpinCount[] = "10000";
+// Spins before a waiting OpenMP thread sleeps on a futex (libgomp's default: 300,000). On this
+// 2-core machine with ~8 other busy processes, stories15M decode ran at 9.8 tok/s with 10,000
+// spins, 28.8 with 1,000, 86.3 with 100 and 89.7 with none: a spinning thread holds the core
+// its descheduled partner needs to reach the barrier. 100 spins (a few microseconds) still
+// bridge the shortest gaps between parallel regions. (README, "Kernel levels and threads".)
+constexpr char kOpenMpSpinCount[] = "100";
 
 // Runs from the executable's .preinit_array: before any shared library's constructor, so
 // before libgomp reads OMP_WAIT_POLICY / GOMP_SPINCOUNT (setenv in main would be too late).

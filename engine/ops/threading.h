@@ -10,7 +10,7 @@
 // up to 300,000 PAUSEs by default (~10 ms on recent Intel cores, where PAUSE takes ~140
 // cycles), so when other processes compete for the cores a spinning worker burns the time
 // slice a descheduled team member needs to reach the barrier. threading.cc sets a short spin
-// (GOMP_SPINCOUNT, see kOpenMpSpinCount there) before libgomp reads its environment, unless
+// (GOMP_SPINCOUNT=100, see kOpenMpSpinCount there) before libgomp reads its environment, unless
 // OMP_WAIT_POLICY or GOMP_SPINCOUNT is set.
 #ifndef TEXTGEN_ENGINE_OPS_THREADING_H_
 #define TEXTGEN_ENGINE_OPS_THREADING_H_
