@@ -45,27 +45,29 @@ TEST_CASE("cgroup v2: cpu.max of the process's cgroup and its ancestors", "[cpu_
   }
 }
 
+// cgroup v1's pair of files in `dir`.
+void WriteCfs(const fs::path& dir, const std::string& quota, const std::string& period) {
+  Write(dir / "cpu.cfs_quota_us", quota + "\n");
+  Write(dir / "cpu.cfs_period_us", period + "\n");
+}
+
 TEST_CASE("cgroup v1: cfs quota and period under the cpu controller", "[cpu_budget]") {
   const fs::path root = fs::path(testing::ScratchDir());
   const std::string self = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/x\n";
   SECTION("-1: no limit") {
-    Write(root / "cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n");
-    Write(root / "cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+    WriteCfs(root / "cpu,cpuacct/docker/abc", "-1", "100000");
     CHECK_FALSE(CgroupCpuLimit(root.string(), self).has_value());
   }
   SECTION("a quota of three CPUs") {
-    Write(root / "cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "300000\n");
-    Write(root / "cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+    WriteCfs(root / "cpu,cpuacct/docker/abc", "300000", "100000");
     CHECK(CgroupCpuLimit(root.string(), self) == 3.0);
   }
   SECTION("the controller reached through the cpu link") {
-    Write(root / "cpu/docker/cpu.cfs_quota_us", "100000\n");
-    Write(root / "cpu/docker/cpu.cfs_period_us", "50000\n");
+    WriteCfs(root / "cpu/docker", "100000", "50000");
     CHECK(CgroupCpuLimit(root.string(), self) == 2.0);
   }
   SECTION("lines of other controllers and garbage are ignored") {
-    Write(root / "memory/docker/abc/cpu.cfs_quota_us", "100000\n");
-    Write(root / "memory/docker/abc/cpu.cfs_period_us", "100000\n");
+    WriteCfs(root / "memory/docker/abc", "100000", "100000");
     CHECK_FALSE(CgroupCpuLimit(root.string(), "12:memory:/docker/abc\nnonsense\n").has_value());
   }
 }

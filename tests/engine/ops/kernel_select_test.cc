@@ -5,11 +5,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "engine/ops/kernel_table.h"
+#include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
 namespace {
@@ -100,21 +100,13 @@ TEST_CASE("the process runs the highest built level within the CPU and TEXTGEN_M
   }
 }
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
 // Every level the CPU can run against the lowest level's portable code: the dispatch plumbing
 // (each table entry is the function its name says) and each level's SIMD paths.
 TEST_CASE("every runnable level computes what the portable kernels compute", "[isa]") {
   const CpuFeatures cpu = DetectCpuFeatures();
   const KernelTable& base = *internal::BuiltKernelTables().front();
   const int64_t out = 37, in = 96, n = 3;
-  const std::vector<float> w = Random(out * in, 1), x = Random(n * in, 2);
+  const std::vector<float> w = testing::Random(out * in, 1), x = testing::Random(n * in, 2);
   const WeightView wv{WeightType::kF32, w.data(), out, in};
   std::vector<float> want(n * out);
   base.portable_gemv_f32(wv, x.data(), n, want.data(), out, 0, out);
