@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/format/dtype.h"
+#include "engine/ops/threading.h"
 #include "server/generate_reactor.h"
 #include "server/log_safe.h"
 #include "server/parsed_request.h"
@@ -38,9 +39,7 @@ namespace {
 
 // One worker for every two cores: long prompts get at most half the machine, the rest is left
 // to the engine and to gRPC. Beyond 32 waiting, long prompts are refused at once.
-int PromptThreads() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
-}
+int PromptThreads() { return std::max(1, ops::DefaultNumThreads() / 2); }
 constexpr int kMaxPendingPrompts = 32;
 
 }  // namespace

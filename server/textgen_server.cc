@@ -9,7 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/chat/model_chat_template.h"
-#include "engine/ops/cpu_features.h"
+#include "engine/ops/kernel_select.h"
+#include "engine/ops/threading.h"
 #include "engine/util/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -19,23 +20,13 @@ namespace {
 constexpr char kServiceName[] = "textgen.v1.TextGeneration";
 constexpr int kMetricsThreads = 32;
 
-// The kernels are picked at compile time (TEXTGEN_MARCH): say what this build uses, and warn
-// when the CPU could do much better (a portable image on an AVX-512/AMX server) or worse.
-void LogCpuFeatures() {
-  const ops::CpuFeatures built = ops::CompiledFeatures();
-  const ops::CpuFeatures cpu = ops::DetectCpuFeatures();
-  spdlog::info("kernels built for [{}]; this CPU has [{}]", absl::StrJoin(built.Names(), " "),
-               absl::StrJoin(cpu.Names(), " "));
-  if (std::vector<std::string> unused = ops::UnusedFeatures(built, cpu); !unused.empty()) {
-    spdlog::warn(
-        "this build leaves [{}] unused: rebuild with -DTEXTGEN_MARCH=native (image: "
-        "--build-arg TEXTGEN_MARCH=native) for faster kernels on this CPU",
-        absl::StrJoin(unused, " "));
-  }
-  if (std::vector<std::string> missing = ops::MissingFeatures(built, cpu); !missing.empty()) {
-    spdlog::error("this build needs [{}], which this CPU lacks: expect SIGILL",
-                  absl::StrJoin(missing, " "));
-  }
+// The kernels' instruction-set level is chosen at run time from the CPU: say which one runs
+// and why (a cap, a refused AMX permission). A bad TEXTGEN_MAX_ISA fails the start.
+absl::Status LogKernels() {
+  TG_ASSIGN_OR_RETURN(const ops::KernelChoice choice, ops::ChooseKernels());
+  spdlog::info("{}", ops::DescribeKernels(choice));
+  spdlog::info("default: {}", ops::DescribeThreadDefault());
+  return absl::OkStatus();
 }
 
 // Renders chats for the HTTP API with the template, or says why there is none. A template
@@ -198,7 +189,7 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
 }
 
 absl::Status TextgenServer::Load() {
-  LogCpuFeatures();
+  TG_RETURN_IF_ERROR(LogKernels());
   const auto load_start = std::chrono::steady_clock::now();
   TG_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(options_.engine));
   const ModelConfig& c = engine->model().config();

@@ -16,6 +16,8 @@
 #include "engine/decoding/generation.h"
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/model.h"
+#include "engine/ops/kernel_select.h"
+#include "engine/ops/threading.h"
 #include "engine/scheduler/engine.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -231,6 +233,10 @@ nlohmann::json TokenJson(const GeneratedToken& t) {
 }
 
 int RunGenerate(const Args& a) {
+  const absl::StatusOr<ops::KernelChoice> kernels = ops::ChooseKernels();
+  if (!kernels.ok()) Die(std::string(kernels.status().message()));
+  spdlog::info("{}", ops::DescribeKernels(*kernels));
+  spdlog::info("{}", ops::DescribeThreadDefault());
   ModelOptions model_options;
   model_options.threads = a.threads;
   model_options.llama.n_ctx = a.n_ctx;

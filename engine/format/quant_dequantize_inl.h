@@ -12,8 +12,10 @@
 #include <cstring>
 
 #include "engine/format/quant_blocks.h"
+#include "engine/ops/isa_namespace.h"
 
 namespace textgen::quant_ref {
+TG_ISA_BEGIN
 
 template <float (*H)(uint16_t)>
 inline void Q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
@@ -216,6 +218,7 @@ inline void IQ4_XS(const BlockIQ4_XS* x, float* y, int64_t nb) {
   }
 }
 
+TG_ISA_END
 }  // namespace textgen::quant_ref
 
 #endif  // TEXTGEN_ENGINE_FORMAT_QUANT_DEQUANTIZE_INL_H_

@@ -19,8 +19,9 @@
 // Software prefetch, k-chunking, row-chunking and 1x2 blocks with double-buffered C were
 // measured and did not help.
 //
-// Linux grants the 8 KiB tile state only on request: Available() makes the request
-// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), process-wide, idempotent).
+// Linux grants the 8 KiB tile state only on request: the kernel selection (kernel_dispatch.cc)
+// makes it (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)) before choosing the amx level.
+// The tile loops are in amx_tiles.cc, compiled at the amx level only.
 #ifndef TEXTGEN_ENGINE_OPS_AMX_MATMUL_H_
 #define TEXTGEN_ENGINE_OPS_AMX_MATMUL_H_
 
@@ -36,14 +37,16 @@
 
 namespace textgen::ops {
 
+struct KernelTable;
+
 class AmxBf16Matmul final : public MatmulKernel {
  public:
   // Output rows per packed block (the N of one tile) and values of `in` per tile (its K).
   static constexpr int64_t kBlockOut = 16;
   static constexpr int64_t kBlockIn = 32;
 
-  // True when the CPU has AMX-TILE and AMX-BF16, the build targets them, and the kernel
-  // granted this process the tile state. Checked once; thread-safe.
+  // True when the chosen kernel level is amx: the CPU has AMX-TILE and AMX-BF16, the kernel
+  // granted this process the tile state and TEXTGEN_MAX_ISA allows it. Thread-safe.
   static bool Available();
 
   // Packs w (kBf16 [out, in], row-major) into a buffer of its own; w may be freed afterwards.
@@ -78,6 +81,7 @@ class AmxBf16Matmul final : public MatmulKernel {
     void operator()(void* p) const { std::free(p); }
   };
 
+  const KernelTable* kernels_ = nullptr;  // the amx level's
   int64_t out_ = 0;
   int64_t in_ = 0;
   int64_t out_blocks_ = 0;  // ceil(out / kBlockOut)

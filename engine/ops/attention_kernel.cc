@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops::internal {
+TG_ISA_BEGIN
 namespace {
 
 // The kernels are templates over the cached element type T: float, or uint16_t holding BF16
@@ -529,4 +531,5 @@ void PagedAttentionKernel(const AttentionShape& shape, const float* q,
   Attend(shape, q, k_blocks, v_blocks, n_ctx, out, start);
 }
 
+TG_ISA_END
 }  // namespace textgen::ops::internal

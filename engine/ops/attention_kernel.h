@@ -5,8 +5,10 @@
 #include <cstdint>
 
 #include "engine/ops/attention.h"
+#include "engine/ops/isa_namespace.h"
 
 namespace textgen::ops::internal {
+TG_ISA_BEGIN
 
 // As PagedAttention (F32 or BF16 tiles), with k_blocks/v_blocks holding at least
 // ceil(n_ctx / block_size) pointers, valid from block start / block_size on.
@@ -16,6 +18,7 @@ void PagedAttentionKernel(const AttentionShape& shape, const float* q,
                           const uint16_t* const* k_blocks, const uint16_t* const* v_blocks,
                           int64_t n_ctx, float* out, int64_t start);
 
+TG_ISA_END
 }  // namespace textgen::ops::internal
 
 #endif  // TEXTGEN_ENGINE_OPS_ATTENTION_KERNEL_H_

@@ -2,6 +2,8 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include <cstdint>
@@ -18,6 +20,7 @@ void ForEachFeature(const CpuFeatures& a, const CpuFeatures& b, F f) {
   f("avx512f", a.avx512f, b.avx512f);
   f("avx512bw", a.avx512bw, b.avx512bw);
   f("avx512vl", a.avx512vl, b.avx512vl);
+  f("avx512dq", a.avx512dq, b.avx512dq);
   f("avx512_vnni", a.avx512_vnni, b.avx512_vnni);
   f("avx512_bf16", a.avx512_bf16, b.avx512_bf16);
   f("amx_tile", a.amx_tile, b.amx_tile);
@@ -42,41 +45,6 @@ std::vector<std::string> CpuFeatures::Names() const {
   return names;
 }
 
-CpuFeatures CompiledFeatures() {
-  CpuFeatures f;
-#if defined(__AVX2__)
-  f.avx2 = true;
-#endif
-#if defined(__FMA__)
-  f.fma = true;
-#endif
-#if defined(__F16C__)
-  f.f16c = true;
-#endif
-#if defined(__AVX512F__)
-  f.avx512f = true;
-#endif
-#if defined(__AVX512BW__)
-  f.avx512bw = true;
-#endif
-#if defined(__AVX512VL__)
-  f.avx512vl = true;
-#endif
-#if defined(__AVX512VNNI__)
-  f.avx512_vnni = true;
-#endif
-#if defined(__AVX512BF16__)
-  f.avx512_bf16 = true;
-#endif
-#if defined(__AMX_TILE__)
-  f.amx_tile = true;
-#endif
-#if defined(__AMX_BF16__)
-  f.amx_bf16 = true;
-#endif
-  return f;
-}
-
 CpuFeatures DetectCpuFeatures() {
   CpuFeatures f;
 #if defined(__x86_64__)
@@ -96,6 +64,7 @@ CpuFeatures DetectCpuFeatures() {
   f.avx512f = zmm_state && (ebx & (1u << 16)) != 0;
   f.avx512bw = zmm_state && (ebx & (1u << 30)) != 0;
   f.avx512vl = zmm_state && (ebx & (1u << 31)) != 0;
+  f.avx512dq = zmm_state && (ebx & (1u << 17)) != 0;
   f.avx512_vnni = zmm_state && (ecx & (1u << 11)) != 0;
   f.amx_bf16 = tile_state && (edx & (1u << 22)) != 0;
   f.amx_tile = tile_state && (edx & (1u << 24)) != 0;
@@ -120,6 +89,21 @@ std::vector<std::string> MissingFeatures(const CpuFeatures& compiled, const CpuF
     if (built && !has) out.push_back(name);
   });
   return out;
+}
+
+bool RequestAmxPermission() {
+#if defined(__x86_64__)
+  constexpr int kArchGetXcompPerm = 0x1022;
+  constexpr int kArchReqXcompPerm = 0x1023;
+  constexpr int kXfeatureXtiledata = 18;
+  // Fails on kernels before 5.16 or when the OS has not enabled the tile state in XCR0.
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+  unsigned long permitted = 0;
+  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &permitted) != 0) return false;
+  return (permitted & (1ul << kXfeatureXtiledata)) != 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace textgen::ops

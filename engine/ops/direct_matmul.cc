@@ -3,9 +3,11 @@
 #include <algorithm>
 
 #include "engine/ops/gemv_float.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 namespace {
 
 #if defined(__AVX512F__)
@@ -89,4 +91,5 @@ void DirectMatmulF32Strided(const float* w, int64_t out, int64_t in, const float
 #endif
 }
 
+TG_ISA_END
 }  // namespace textgen::ops

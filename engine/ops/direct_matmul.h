@@ -6,7 +6,10 @@
 
 #include <cstdint>
 
+#include "engine/ops/isa_namespace.h"
+
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 // y[n, out] = x[n, in] · Wᵀ for W [out, in] row-major. Any n, but it does not block for
 // cache, so it is meant for n <= ~8. F32 products and accumulation (16 partial sums per dot).
@@ -16,6 +19,7 @@ void DirectMatmulF32(const float* w, int64_t out, int64_t in, const float* x, in
 void DirectMatmulF32Strided(const float* w, int64_t out, int64_t in, const float* x, int64_t n,
                             float* y, int64_t ldy);
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_DIRECT_MATMUL_H_

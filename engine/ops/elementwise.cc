@@ -3,9 +3,11 @@
 #include <cassert>
 #include <cmath>
 
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 namespace {
 
 // sum_i x[i]^2 in double. The products are exact in double (24-bit mantissas), so only the
@@ -89,4 +91,5 @@ void Add(float* acc, const float* x, int64_t count) {
   for (int64_t i = 0; i < count; ++i) acc[i] += x[i];  // auto-vectorized
 }
 
+TG_ISA_END
 }  // namespace textgen::ops

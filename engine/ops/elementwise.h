@@ -7,7 +7,10 @@
 
 #include <cstdint>
 
+#include "engine/ops/isa_namespace.h"
+
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 // out[n, d] = x[n, d] * (1 / sqrt(mean(x[r]^2) + eps)) * w[d], row by row, d >= 1.
 // As ggml: the sum of squares is accumulated in double, the scale is then computed in float
@@ -32,6 +35,7 @@ void SoftCap(float* x, int64_t count, float cap);
 // acc[i] += x[i] for i < count (the residual connection; acc[n, d], x[n, d]).
 void Add(float* acc, const float* x, int64_t count);
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_ELEMENTWISE_H_

@@ -5,9 +5,11 @@
 
 #include "engine/ops/gemv_float.h"
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 namespace {
 
 #if defined(__AVX512BF16__)
@@ -113,4 +115,5 @@ void GemvBf16Dot(const WeightView& w, const uint16_t* xb, int64_t n, float* y, i
 #endif
 }
 
+TG_ISA_END
 }  // namespace textgen::ops

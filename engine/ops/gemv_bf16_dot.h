@@ -14,9 +14,11 @@
 
 #include <cstdint>
 
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 // x [n, in] F32 -> xb [n, in] BF16, round to nearest even.
 void ToBf16Activations(const float* x, int64_t count, uint16_t* xb);
@@ -24,6 +26,7 @@ void ToBf16Activations(const float* x, int64_t count, uint16_t* xb);
 void GemvBf16Dot(const WeightView& w, const uint16_t* xb, int64_t n, float* y, int64_t ldy,
                  int64_t r0, int64_t r1);
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_GEMV_BF16_DOT_H_

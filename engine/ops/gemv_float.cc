@@ -3,9 +3,11 @@
 #include <cstring>
 
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 namespace {
 
 #if defined(__AVX512F__)
@@ -260,4 +262,5 @@ void GemvF32(const WeightView& w, const float* x, int64_t n, float* y, int64_t l
 #endif
 }
 
+TG_ISA_END
 }  // namespace textgen::ops

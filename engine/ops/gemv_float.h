@@ -13,9 +13,11 @@
 
 #include <cstdint>
 
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 void GemvF16(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy, int64_t r0,
              int64_t r1);
@@ -35,6 +37,7 @@ void GemvF32(const WeightView& w, const float* x, int64_t n, float* y, int64_t l
              int64_t r1);
 }  // namespace portable
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_GEMV_FLOAT_H_

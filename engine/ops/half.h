@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "engine/ops/isa_namespace.h"
+
 #if defined(__F16C__)
 // Same GCC 12 false positives as in engine/ops/simd.h, which explains them.
 #pragma GCC diagnostic push
@@ -18,6 +20,7 @@
 #endif
 
 namespace textgen::ops::half {
+TG_ISA_BEGIN
 
 // Exact (subnormals, inf and NaN included).
 inline float F16ToF32(uint16_t h) {
@@ -84,6 +87,7 @@ inline uint16_t LoadU16(const void* p) {
   return v;
 }
 
+TG_ISA_END
 }  // namespace textgen::ops::half
 
 #endif  // TEXTGEN_ENGINE_OPS_HALF_H_

@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/kquant_dot_more.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 namespace {
 
 // ---- portable dot products per super-block: the definition the SIMD versions follow ----
@@ -674,4 +676,5 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
 #endif
 }
 
+TG_ISA_END
 }  // namespace textgen::ops

@@ -12,9 +12,11 @@
 #include <cstdint>
 
 #include "engine/format/quant_blocks.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 // True for the weight types GemvKQuantInt8 serves.
 inline bool HasKQuantInt8(WeightType t) { return t == WeightType::kQ4_K || t == WeightType::kQ6_K; }
@@ -56,6 +58,7 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
                     int64_t r0, int64_t r1);
 }  // namespace portable
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_KQUANT_DOT_H_

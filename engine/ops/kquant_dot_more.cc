@@ -3,10 +3,12 @@
 #include <cstring>
 
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/kquant_dot.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 namespace {
 
 // Q3_K: the 16 6-bit scales (0..63, value sc - 32) from the 12 packed bytes (ggml's
@@ -267,4 +269,5 @@ void GemvKQuantInt8More(const WeightView& w, const BlockQ8_K* xq, int64_t n, flo
 #endif
 }
 
+TG_ISA_END
 }  // namespace textgen::ops

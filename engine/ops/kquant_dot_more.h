@@ -12,9 +12,11 @@
 #include <cstdint>
 
 #include "engine/format/quant_blocks.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 // True for the weight types GemvKQuantInt8More serves.
 inline bool HasKQuantInt8More(WeightType t) {
@@ -36,6 +38,7 @@ void GemvKQuantInt8More(const WeightView& w, const BlockQ8_K* xq, int64_t n, flo
                         int64_t r0, int64_t r1);
 }  // namespace portable
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_KQUANT_DOT_MORE_H_

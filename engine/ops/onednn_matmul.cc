@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/ops/gemv_bf16_dot.h"
+#include "engine/ops/kernel_select.h"
 #include "engine/ops/threading.h"
 #include "engine/ops/weight_convert.h"
 #include "engine/util/status_macros.h"
@@ -70,6 +71,9 @@ absl::StatusOr<OneDnnMatmul::Prim> OneDnnMatmul::MakePrim(int64_t n_cols, int64_
 
 absl::StatusOr<std::unique_ptr<OneDnnMatmul>> OneDnnMatmul::Create(const WeightView& w,
                                                                    LinearCompute compute) {
+  // The kernel choice caps oneDNN's ISA under TEXTGEN_MAX_ISA, which only takes effect before
+  // oneDNN's first primitive: make it now if no kernel ran yet.
+  (void)ChooseKernels();
   auto m = std::unique_ptr<OneDnnMatmul>(new OneDnnMatmul());
   m->w_ = w;
   m->compute_ = compute;
@@ -88,7 +92,7 @@ absl::StatusOr<std::unique_ptr<OneDnnMatmul>> OneDnnMatmul::Create(const WeightV
       // L2 per core), with 2 MiB no better.
       const int64_t elem = compute == LinearCompute::kBf16 ? 2 : 4;
       int64_t rows = std::max<int64_t>(16, (int64_t{1} << 20) / (w.in * elem) / 16 * 16);
-      const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+      const int64_t cores = DefaultNumThreads();
       const int64_t per_thread = (w.out + 2 * cores - 1) / (2 * cores);
       rows = std::min(rows, std::max<int64_t>(16, (per_thread + 15) / 16 * 16));
       m->chunk_rows_ = std::min(rows, w.out);

@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 namespace {
 
 constexpr int64_t kBlock = kQ8_0Block;
@@ -533,4 +535,5 @@ void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y,
 #endif
 }
 
+TG_ISA_END
 }  // namespace textgen::ops

@@ -16,9 +16,11 @@
 
 #include <cstdint>
 
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 // F32 activations x [n, w.in]. Each weight is dequantized in registers as F32(d) * q (exact in
 // F32) and multiplied and accumulated in F32, so the result equals dequantize-then-F32-dot up
@@ -52,6 +54,7 @@ void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y,
                   int64_t r0, int64_t r1);
 }  // namespace portable
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_Q8_0_GEMV_H_

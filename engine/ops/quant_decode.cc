@@ -5,6 +5,7 @@
 #include "engine/format/quant_blocks.h"
 #include "engine/format/quant_dequantize_inl.h"
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/quant_unpack.h"
 
 // The reference values are ggml's, computed without fused multiply-adds; a contracted
@@ -12,6 +13,7 @@
 #pragma GCC optimize("fp-contract=off")
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 namespace portable {
 
 void DecodeRowF32(WeightType type, const uint8_t* src, float* dst, int64_t n) {
@@ -114,4 +116,5 @@ void DecodeRowBf16(WeightType type, const uint8_t* src, uint16_t* dst, int64_t n
 }
 #endif  // TG_QUANT_UNPACK
 
+TG_ISA_END
 }  // namespace textgen::ops

@@ -12,9 +12,11 @@
 
 #include <cstdint>
 
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 // `n` values (a multiple of WeightBlockSize(type)) of the blocks at `src` (any alignment) into
 // dst [n]. `type` is one of the IsKQuantFamily formats. Single-threaded, no state.
@@ -28,6 +30,7 @@ void DecodeRowF32(WeightType type, const uint8_t* src, float* dst, int64_t n);
 void DecodeRowBf16(WeightType type, const uint8_t* src, uint16_t* dst, int64_t n);
 }  // namespace portable
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_QUANT_DECODE_H_

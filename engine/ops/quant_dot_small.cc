@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 namespace {
 
 // ---- portable dot products per block: the definition the SIMD versions follow ----
@@ -493,4 +495,5 @@ void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, flo
 #endif
 }
 
+TG_ISA_END
 }  // namespace textgen::ops

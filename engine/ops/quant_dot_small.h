@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "engine/format/quant_blocks.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
@@ -31,6 +32,8 @@ struct BlockQ8_1 {
   int32_t sum;  // sum of q (the -8 / -16 offsets of Q4_0 / Q5_0, the +128 bias of IQ4_NL)
   int8_t qs[kQkSmall];
 };
+
+TG_ISA_BEGIN
 
 // x [n, in] -> xq [n, in / 32] as ggml's x86 quantize_row_q8_0 / q8_1 (the AVX2 code the
 // llama.cpp references ran): amax = max |x|, d = amax / 127, id = amax ? 127 / amax : 0,
@@ -52,6 +55,7 @@ void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, flo
                         int64_t r0, int64_t r1);
 }  // namespace portable
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_QUANT_DOT_SMALL_H_

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/quant_decode.h"
 #include "engine/ops/quant_unpack.h"
 #include "engine/ops/simd.h"
@@ -12,6 +13,7 @@
 #pragma GCC optimize("fp-contract=off")
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 namespace portable {
 
@@ -164,4 +166,5 @@ void GemvQuantExact(const WeightView& w, const float* x, int64_t n, float* y, in
 }
 #endif  // TG_QUANT_UNPACK
 
+TG_ISA_END
 }  // namespace textgen::ops

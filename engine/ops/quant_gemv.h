@@ -11,9 +11,11 @@
 
 #include <cstdint>
 
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 // Exact mode (--compute f32): the weights are widened to F32 in registers (bit for bit the
 // values of DecodeRowF32, engine/ops/quant_unpack.h) a block at a time for a tile of weight
@@ -28,6 +30,7 @@ void GemvQuantExact(const WeightView& w, const float* x, int64_t n, float* y, in
                     int64_t r0, int64_t r1);
 }  // namespace portable
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_QUANT_GEMV_H_

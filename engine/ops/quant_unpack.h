@@ -24,6 +24,7 @@
 
 #include "engine/format/quant_blocks.h"
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/simd.h"
 #include "engine/ops/weight.h"
 
@@ -31,6 +32,7 @@
 #define TG_QUANT_UNPACK 1
 
 namespace textgen::ops::unpack {
+TG_ISA_BEGIN
 
 enum class Op { kMul, kMulAdd, kMulSub };
 
@@ -362,6 +364,7 @@ inline void Widen8x2(const uint8_t* blk, const float* a, const float* b, __m256*
   *hi = h;
 }
 
+TG_ISA_END
 }  // namespace textgen::ops::unpack
 
 #endif  // __AVX2__

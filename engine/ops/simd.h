@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "engine/ops/isa_namespace.h"
+
 #if defined(__AVX512F__) || defined(__AVX2__)
 // GCC 12 flags its own AVX-512 headers (`__m256d __Y = __Y;` in _mm256_undefined_pd) with
 // -W(maybe-)uninitialized wherever a reduction or extract intrinsic is inlined; a known false
@@ -26,6 +28,7 @@
 #define TG_UNROLL _Pragma("GCC unroll 16")
 
 namespace textgen::ops::simd {
+TG_ISA_BEGIN
 
 // The activation-row dispatch of the few-rows kernels: groups of 4 rows of x, then the 1-3
 // left over, each as rows.template operator()<MR, NR>(i) for rows [i, i + MR) with NR weight
@@ -446,6 +449,7 @@ inline void Scale(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;  // auto-vectorized: no reduction involved
 }
 
+TG_ISA_END
 }  // namespace textgen::ops::simd
 
 #endif  // TEXTGEN_ENGINE_OPS_SIMD_H_

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 void Softmax(float* x, int64_t n) {
   assert(n >= 1);
@@ -48,4 +50,5 @@ int64_t ArgMax(const float* x, int64_t n) {
   return 0;  // all NaN
 }
 
+TG_ISA_END
 }  // namespace textgen::ops

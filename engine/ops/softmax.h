@@ -4,7 +4,10 @@
 
 #include <cstdint>
 
+#include "engine/ops/isa_namespace.h"
+
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 // x[n] = softmax(x[n]) in place, n >= 1. Max-subtracted; exponentials in float, their sum in
 // double. A row of all -inf is undefined (NaN); callers mask with finite values.
@@ -22,6 +25,7 @@ void LogSoftmax(const float* x, int64_t n, double* out);
 // (index 0 if all are NaN).
 int64_t ArgMax(const float* x, int64_t n);
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_SOFTMAX_H_

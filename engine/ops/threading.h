@@ -5,10 +5,18 @@
 // on the main thread would not reach server worker threads. Instead the count is stored
 // process-wide here and each kernel entry point calls ApplyThreadCountToThisThread(), which
 // forwards it to OpenMP on that thread only when it changed (a thread-local compare).
+//
+// Waiting: OpenMP workers spin between parallel regions before they sleep. libgomp spins for
+// up to 300,000 PAUSEs by default (~10 ms on recent Intel cores, where PAUSE takes ~140
+// cycles), so when other processes compete for the cores a spinning worker burns the time
+// slice a descheduled team member needs to reach the barrier. threading.cc sets a short spin
+// (GOMP_SPINCOUNT=100, see kOpenMpSpinCount there) before libgomp reads its environment, unless
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT is set.
 #ifndef TEXTGEN_ENGINE_OPS_THREADING_H_
 #define TEXTGEN_ENGINE_OPS_THREADING_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/functional/function_ref.h"
 
@@ -17,8 +25,14 @@ namespace textgen::ops {
 // Sets the threads used by each multi-threaded op call (n >= 1; values < 1 mean 1). Safe to
 // call at any time from any thread; calls already running keep their old count.
 void SetNumThreads(int n);
-// The current setting. Default: the number of online CPUs (std::thread::hardware_concurrency).
+// The current setting. Default: DefaultNumThreads().
 int NumThreads();
+
+// The CPUs this process may use: the affinity mask's count, capped by the cgroup CPU quota
+// (engine/ops/cpu_budget.h). Read once.
+int DefaultNumThreads();
+// Why: "2 compute threads (2 CPUs online, 2 in the affinity mask, no cgroup CPU quota)".
+std::string DescribeThreadDefault();
 
 // A good setting for a model whose largest matmul weight has `max_weight_elems` elements.
 // Tiny models (stories260K: largest weight 512x64) decode fastest on one thread: an OpenMP

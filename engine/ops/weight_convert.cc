@@ -4,10 +4,12 @@
 #include <vector>
 
 #include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/quant_decode.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 namespace {
 
 // Rows [r0, r1) are one contiguous run of the source: its start and its element count.
@@ -273,4 +275,5 @@ void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst)
 #endif
 }
 
+TG_ISA_END
 }  // namespace textgen::ops

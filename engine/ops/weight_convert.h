@@ -10,9 +10,11 @@
 
 #include <cstdint>
 
+#include "engine/ops/isa_namespace.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
+TG_ISA_BEGIN
 
 // Exact for every source type: F16 and BF16 widen exactly, Q8_0 gives F32(d) * q (exact).
 void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst);
@@ -29,6 +31,7 @@ void ConvertRowsF32(const WeightView& w, int64_t r0, int64_t r1, float* dst);
 void ConvertRowsBf16(const WeightView& w, int64_t r0, int64_t r1, uint16_t* dst);
 }  // namespace portable
 
+TG_ISA_END
 }  // namespace textgen::ops
 
 #endif  // TEXTGEN_ENGINE_OPS_WEIGHT_CONVERT_H_

@@ -44,7 +44,8 @@ float Sum(const float* p, int64_t n) {
   for (int k = 1; k < 8; ++k) acc[0] = _mm512_add_ps(acc[0], acc[k]);
   return _mm512_reduce_add_ps(acc[0]);
 #else
-  // Portable builds (TEXTGEN_MARCH without AVX-512): whatever the compiler vectorizes.
+  // Builds without AVX-512 in the baseline (the default x86-64-v3): whatever the compiler
+  // vectorizes (AVX2 loads).
   float acc[kFloatsPerStep] = {};
   for (int64_t i = 0; i < n; i += kFloatsPerStep) {
     for (int k = 0; k < kFloatsPerStep; ++k) acc[k] += p[i + k];

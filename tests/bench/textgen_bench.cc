@@ -13,6 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "cli/flags.h"
+#include "engine/ops/kernel_select.h"
+#include "engine/ops/threading.h"
 #include "tests/bench/bandwidth.h"
 #include "tests/bench/beam_table.h"
 #include "tests/bench/bench_options.h"
@@ -139,7 +141,12 @@ BenchOptions ParseFlags(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   const BenchOptions o = ParseFlags(argc, argv);
-  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  const absl::StatusOr<ops::KernelChoice> kernels = ops::ChooseKernels();
+  if (!kernels.ok()) {
+    std::fprintf(stderr, "textgen-bench: %s\n", std::string(kernels.status().message()).c_str());
+    return 2;
+  }
+  const int cpus = ops::DefaultNumThreads();
   const int bw_threads = o.threads > 0 ? o.threads : static_cast<int>(cpus);
 
   // The speed table's reference is the N-thread figure: measured unless given.
@@ -162,9 +169,9 @@ int Main(int argc, char** argv) {
       bandwidth = absl::StrFormat("%.1f GB/s (given)", n_thread_gbs);
     }
     absl::PrintF(
-        "Machine: %s, %d CPUs; read bandwidth %s; compute %s (KV cache alike); threads %s.\n\n",
+        "Machine: %s, %d CPUs; read bandwidth %s; compute %s (KV cache alike); threads %s; %s.\n\n",
         CpuModelName(), cpus, bandwidth, ComputeName(o.compute),
-        o.threads > 0 ? std::to_string(o.threads) : "auto");
+        o.threads > 0 ? std::to_string(o.threads) : "auto", ops::DescribeKernels(*kernels));
   }
   if (o.bandwidth) {
     if (!o.rows_only) {

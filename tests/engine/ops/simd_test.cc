@@ -1,5 +1,7 @@
-// The shared vector helpers, on whichever path the build compiled (AVX-512, AVX2 or scalar):
-// scripts/test-portable.sh runs these in an x86-64-v3 build too.
+// The shared vector helpers, on the path this test is compiled for: the baseline's (AVX2) in
+// the default build, AVX-512 in a single-level build for such a CPU. Their AVX-512 versions
+// also run inside the kernels of the avx512 levels, tested at each level by
+// scripts/test-isa-levels.sh.
 #include "engine/ops/simd.h"
 
 #include <catch2/catch.hpp>

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The engine's tests at every kernel level below this CPU's best, in the build scripts/test.sh
+# made (build/): one binary holds the kernels of every level (engine/ops/kernel_select.h), and
+# TEXTGEN_MAX_ISA caps the level it runs, so one machine tests the AVX2 paths an AVX2-only host
+# runs, the AVX-512 ones without VNNI, and so on. The main ctest run covered the best level.
+# Also checks that no AVX-512/AMX instruction sits outside the avx512*/amx kernel levels.
+# Tests read models from $TEXTGEN_MODELS (default: ../shared/models beside the checkout).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export TEXTGEN_MODELS="${TEXTGEN_MODELS:-$(cd .. && pwd)/shared/models}"
+bash scripts/check-isa-levels.sh build/bin/textgen-server build/bin/textgen-run \
+  build/bin/engine_ops_tests
+
+# The levels this CPU has, lowest first (the names TEXTGEN_MAX_ISA takes).
+flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+has() { for f in "$@"; do [[ "$flags" == *" $f "* ]] || return 1; done; }
+levels=(avx2)
+if has avx512f avx512bw avx512vl avx512dq; then
+  levels+=(avx512)
+  has avx512_vnni && levels+=(avx512vnni)
+  has avx512_vnni avx512_bf16 && levels+=(avx512bf16)
+  has avx512_vnni avx512_bf16 amx_tile amx_bf16 && levels+=(amx)
+fi
+unset 'levels[${#levels[@]}-1]'  # the best one ran in the main pass
+for level in "${levels[@]}"; do
+  echo "== engine tests with TEXTGEN_MAX_ISA=$level"
+  # At avx2 also with oneDNN held to AVX2 by its own variable, as on a host without AVX-512
+  # (the cap sets the same limit through oneDNN's API): e.g. it has no BF16 matmul there, which
+  # Linear must work around.
+  extra=()
+  [ "$level" = avx2 ] && extra=(ONEDNN_MAX_CPU_ISA=AVX2)
+  env TEXTGEN_MAX_ISA="$level" "${extra[@]}" \
+    ctest --test-dir build -R '^engine/' --output-on-failure -j"$(nproc)" --timeout 900
+done
