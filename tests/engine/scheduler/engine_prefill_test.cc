@@ -45,6 +45,9 @@ std::unique_ptr<Engine> MakeEngine(const std::string& model, int budget,
   o.kv_blocks = 512;
   o.max_step_tokens = budget;
   o.step_observer = std::move(observer);
+  // These tests count the prompt tokens each request runs and send the same prompts again:
+  // the prefix cache would serve those (tests/engine/scheduler/engine_prefix_cache_test.cc).
+  o.prefix_cache = false;
   auto e = Engine::Create(o);
   REQUIRE(e.ok());
   return std::move(e).value();
