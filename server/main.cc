@@ -82,6 +82,10 @@ and while draining after SIGTERM, SERVING in between.
   --max-step-tokens N          most tokens one forward pass runs (default 512): each step
                                runs every stream's next token, then prompts in chunks of
                                what remains, so a long prompt does not stall the others
+  --prefix-cache on|off        automatic prefix caching (default on): full KV blocks stay
+                               cached under their token prefix until the pool needs them, and
+                               a prompt starting with cached blocks (a shared system prompt, a
+                               resent conversation) shares them instead of prefilling them
   --max-sessions N             conversations kept at once (default 1024)
   --session-ttl SECONDS        an unused session is deleted after this long (default 600)
   --default-max-new-tokens N   used when a request leaves max_new_tokens at 0; such requests
@@ -221,6 +225,13 @@ Flags ParseFlags(int argc, char** argv) {
       {"--max-step-tokens",
        [&](auto& n, auto& v) {
          o.engine.max_step_tokens = static_cast<int>(ParseInt(n, v, 1, kIntMax));
+       }},
+      {"--prefix-cache",
+       [&](auto& n, auto& v) {
+         if (v != "on" && v != "off") {
+           UsageError(absl::StrCat(n, " must be on or off, got \"", v, "\""));
+         }
+         o.engine.prefix_cache = v == "on";
        }},
       {"--max-sessions",
        [&](auto& n, auto& v) {

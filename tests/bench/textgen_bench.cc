@@ -1,5 +1,5 @@
 // textgen-bench: measured speed of the engine, printed as Markdown. Flags only; each section
-// lives in its own file (bandwidth, speed_table, beam_table, cache_table).
+// lives in its own file (bandwidth, speed_table, beam_table, cache_table, prefix_table).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -15,6 +15,7 @@
 #include "tests/bench/bench_util.h"
 #include "tests/bench/cache_table.h"
 #include "tests/bench/machine_info.h"
+#include "tests/bench/prefix_table.h"
 #include "tests/bench/speed_table.h"
 
 namespace textgen::bench {
@@ -32,6 +33,9 @@ Sections (several may be given; --model alone implies --speed):
                          tok/s) and its share of the measured N-thread bandwidth, peak RSS
   --beam                 per --model: beam search (4 beams) vs greedy, per token and KV blocks
   --cache-table          sliding-window generation with the KV cache on and off
+  --prefix               automatic prefix caching on and off through the engine: a shared
+                         system prompt (prompt tokens computed, TTFT), a stateless 5-turn chat
+                         against a session, 16 streams with nothing to share (tok/s)
   --smoke                every section at tiny sizes on stories260K (CI keeps it working)
 
 Options:
@@ -51,6 +55,8 @@ Options:
   --cache-model PATH     --cache-table model (default $TEXTGEN_MODELS/stories260K.gguf)
   --cache-tokens LIST    --cache-table lengths (default 100,500,1000,5000,10000)
   --cache-context N      --cache-table context length (default 512; the model's is 2,048)
+  --prefix-model PATH    --prefix model (default: the first --model, else --cache-model)
+  --prefix-system N      --prefix system prompt tokens (default 1000; questions 50)
   --rows-only            print table rows only (no machine line, no table heads), to append a
                          process's rows to another's table
   --no-machine-line      leave out the first line (CPU, bandwidth, compute, threads)
@@ -94,6 +100,12 @@ BenchOptions ParseFlags(int argc, char** argv) {
       o.beam = true;
     } else if (f == "--cache-table") {
       o.cache_table = true;
+    } else if (f == "--prefix") {
+      o.prefix = true;
+    } else if (f == "--prefix-model") {
+      o.prefix_model = value();
+    } else if (f == "--prefix-system") {
+      o.prefix_system_tokens = positive(value());
     } else if (f == "--smoke") {
       smoke = true;
     } else if (f == "--model") {
@@ -149,7 +161,7 @@ BenchOptions ParseFlags(int argc, char** argv) {
   }
   if (smoke) {
     // Every section, each at a size that takes well under a second.
-    o.bandwidth = o.speed = o.beam = o.cache_table = true;
+    o.bandwidth = o.speed = o.beam = o.cache_table = o.prefix = true;
     if (o.models.empty()) o.models.push_back(o.cache_model);
     o.bandwidth_bytes = int64_t{64} << 20;
     o.bandwidth_passes = 2;
@@ -158,10 +170,13 @@ BenchOptions ParseFlags(int argc, char** argv) {
     o.new_tokens = 8;
     o.beam_tokens = 16;
     o.cache_tokens = {100, 200};
-    o.cache_context = 64;  // so that the window slides
+    o.cache_context = 64;          // so that the window slides
+    o.prefix_system_tokens = 200;  // stories260K's context is 512
   }
-  if (!o.models.empty() && !o.bandwidth && !o.speed && !o.beam && !o.cache_table) o.speed = true;
-  if (!o.bandwidth && !o.speed && !o.beam && !o.cache_table) Usage("nothing to measure");
+  if (o.prefix_model.empty()) o.prefix_model = o.models.empty() ? o.cache_model : o.models[0];
+  const bool any = o.bandwidth || o.speed || o.beam || o.cache_table || o.prefix;
+  if (!o.models.empty() && !any) o.speed = true;
+  if (!any && o.models.empty()) Usage("nothing to measure");
   if ((o.speed || o.beam) && o.models.empty()) Usage("--speed and --beam need --model");
   return o;
 }
@@ -215,6 +230,7 @@ int Main(int argc, char** argv) {
   section(o.speed, [&] { PrintSpeedTable(o, n_thread_gbs); });
   section(o.beam, [&] { PrintBeamTable(o); });
   section(o.cache_table, [&] { PrintCacheTable(o); });
+  section(o.prefix, [&] { PrintPrefixTable(o); });
   return 0;
 }
 
