@@ -84,7 +84,8 @@ TEST_CASE("a repeated prompt is served from the prefix cache over gRPC and HTTP,
   CHECK(e.Get("textgen_kv_blocks", {{"state", "used"}}) == 0);
 }
 
-TEST_CASE("--prefix-cache off: a repeated prompt is computed again", "[server][prefix]") {
+// (A Catch2 test name must not start with "--": it would be read as an option.)
+TEST_CASE("prefix cache off: a repeated prompt is computed again", "[server][prefix]") {
   auto server = StartHttpServer({"--prefix-cache", "off"});
   auto stub = NewStub(*server->process);
   const std::string prompt = LongPrompt();

@@ -15,6 +15,7 @@
 namespace textgen {
 namespace {
 
+using testing::CheckSame;
 using testing::CollectingSink;
 
 constexpr int kBlockSize = 16;  // EngineOptions' default
@@ -31,19 +32,10 @@ std::unique_ptr<Engine> MakeEngine(const std::string& model, bool prefix_cache,
   return std::move(e).value();
 }
 
-// About `n` tokens of story text (BOS first), then `question` (no BOS).
+// `n` tokens of story text (BOS first), then `question` (no BOS).
 std::vector<int32_t> Prompt(const Engine& e, size_t n, const std::string& question) {
-  const Tokenizer& tok = e.model().tokenizer();
-  std::string text;
-  std::vector<int32_t> ids;
-  while (ids.size() < n) {
-    text +=
-        "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
-        "park with her dog Max. One day, Lily saw a big red ball under a tree. ";
-    ids = tok.Encode(text, true);
-  }
-  ids.resize(n);
-  std::vector<int32_t> q = tok.Encode(question, false);
+  std::vector<int32_t> ids = testing::LongPrompt(e, n);
+  std::vector<int32_t> q = e.model().tokenizer().Encode(question, false);
   ids.insert(ids.end(), q.begin(), q.end());
   return ids;
 }
@@ -78,22 +70,6 @@ std::vector<DecodingOptions> Methods() {
   beam.beam.num_beams = 3;
   beam.max_new_tokens = 12;
   return {greedy, sample, beam};
-}
-
-// The same tokens exactly. Logprobs agree up to float summation order: the shared K/V was
-// computed in another pass, whose matmuls saw a different number of rows.
-void CheckSame(const GenerationResult& a, const GenerationResult& b) {
-  REQUIRE(a.hypotheses.size() == b.hypotheses.size());
-  for (size_t i = 0; i < a.hypotheses.size(); ++i) {
-    CHECK(a.hypotheses[i].ids == b.hypotheses[i].ids);
-    REQUIRE(a.hypotheses[i].logprobs.size() == b.hypotheses[i].logprobs.size());
-    double max_diff = 0;
-    for (size_t k = 0; k < a.hypotheses[i].logprobs.size(); ++k) {
-      max_diff =
-          std::max(max_diff, std::abs(a.hypotheses[i].logprobs[k] - b.hypotheses[i].logprobs[k]));
-    }
-    CHECK(max_diff < 1e-4);
-  }
 }
 
 TEST_CASE("a prompt served from cached blocks gives exactly what it gives without them",
