@@ -27,6 +27,16 @@ constexpr int kBs = 4;
 constexpr int kBlocks = 24;
 constexpr int kMaxSeqs = 8;
 
+// A tiny pool: 1 layer, 1 KV head, head_dim 2 (room for one 64-bit signature per slot).
+std::unique_ptr<KvCache> MakeCache(int blocks) {
+  return std::move(KvCache::Create({.n_layers = 1,
+                                    .n_kv_heads = 1,
+                                    .head_dim = 2,
+                                    .block_size = kBs,
+                                    .num_blocks = blocks}))
+      .value();
+}
+
 // The signature of slots [0, n) of a sequence of `tokens`: a rolling hash, one per slot.
 uint64_t NextSig(uint64_t prev, int32_t token) {
   uint64_t x = (prev ^ static_cast<uint64_t>(token + 1)) * 0x9e3779b97f4a7c15ULL;
@@ -50,12 +60,7 @@ struct Coverage {
 class Harness {
  public:
   Harness(uint32_t seed, int hash_bits) : rng_(seed) {
-    cache_ = std::move(KvCache::Create({.n_layers = 1,
-                                        .n_kv_heads = 1,
-                                        .head_dim = 2,
-                                        .block_size = kBs,
-                                        .num_blocks = kBlocks}))
-                 .value();
+    cache_ = MakeCache(kBlocks);
     cache_->EnablePrefixCache(seed);
     cache_->pool().prefix_index()->SetHashBitsForTesting(hash_bits);
   }
@@ -282,11 +287,7 @@ TEST_CASE("prefix cache: random share / fork / free / evict keeps every count an
 
 TEST_CASE("prefix cache: an idle block is kept until the pool needs it, oldest first",
           "[kv_cache][prefix]") {
-  auto cache =
-      std::move(
-          KvCache::Create(
-              {.n_layers = 1, .n_kv_heads = 1, .head_dim = 2, .block_size = kBs, .num_blocks = 4}))
-          .value();
+  auto cache = MakeCache(4);
   cache->EnablePrefixCache(7);
   const std::vector<int32_t> a{1, 2, 3, 4, 5, 6, 7, 8, 9};  // two whole blocks and one token
   BlockTable t;
@@ -322,11 +323,7 @@ TEST_CASE("prefix cache: an idle block is kept until the pool needs it, oldest f
 
 TEST_CASE("prefix cache: a published block written in place is forgotten first",
           "[kv_cache][prefix]") {
-  auto cache =
-      std::move(
-          KvCache::Create(
-              {.n_layers = 1, .n_kv_heads = 1, .head_dim = 2, .block_size = kBs, .num_blocks = 8}))
-          .value();
+  auto cache = MakeCache(8);
   cache->EnablePrefixCache(1);
   const std::vector<int32_t> a{1, 2, 3, 4, 5};
   BlockTable t;
@@ -350,11 +347,7 @@ TEST_CASE("prefix cache: a published block written in place is forgotten first",
 }
 
 TEST_CASE("prefix cache: off until enabled", "[kv_cache][prefix]") {
-  auto cache =
-      std::move(
-          KvCache::Create(
-              {.n_layers = 1, .n_kv_heads = 1, .head_dim = 2, .block_size = kBs, .num_blocks = 4}))
-          .value();
+  auto cache = MakeCache(4);
   const std::vector<int32_t> a{1, 2, 3, 4, 5};
   BlockTable t;
   REQUIRE(cache->Append(t, 5).ok());
