@@ -128,6 +128,12 @@ void AddLimitFlags(cli::FlagSet& f, ServerOptions& o) {
         "most tokens one forward pass runs (default 512): each step\nruns every stream's next "
         "token, then prompts in chunks of\nwhat remains, so a long prompt does not stall the "
         "others");
+  f.AddWith<std::string>(
+      "--prefix-cache", cli::OneOf({"on", "off"}), "on|off",
+      "automatic prefix caching (default on): full KV blocks stay\ncached under their token "
+      "prefix until the pool needs them, and\na prompt starting with cached blocks (a shared "
+      "system prompt, a\nresent conversation) shares them instead of prefilling them",
+      [&e](const std::string& v) { e.prefix_cache = v == "on"; });
   f.Add("--max-sessions", &e.max_sessions, cli::Int<int>(0, kIntMax), "N",
         "conversations kept at once (default 1024)");
   f.Add("--session-ttl", &e.session_ttl, cli::Seconds(0), "SECONDS",

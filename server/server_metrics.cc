@@ -35,7 +35,8 @@ ServerMetrics::ServerMetrics() {
                         ->CounterAt();
   cached_tokens_ =
       &Must(r.AddCounter("textgen_cached_prompt_tokens_total",
-                         "Prompt tokens whose KV came from a session's cache (not recomputed)."))
+                         "Prompt tokens whose KV was reused (a session's cache or the prefix "
+                         "cache), not recomputed."))
            ->CounterAt();
   generated_tokens_ =
       &Must(r.AddCounter("textgen_generated_tokens_total",
@@ -73,6 +74,22 @@ ServerMetrics::ServerMetrics() {
       Must(r.AddGauge("textgen_kv_blocks", "KV cache blocks by state.", {"state"}));
   kv_used_ = &kv->GaugeAt({"used"});
   kv_free_ = &kv->GaugeAt({"free"});
+  kv_cached_ = &Must(r.AddGauge("textgen_kv_blocks_cached",
+                                "KV blocks kept only for the prefix cache (no request holds "
+                                "them; counted as free: given up when the pool needs them)."))
+                    ->GaugeAt();
+  auto counter = [&r](const char* name, const char* help) {
+    return &Must(r.AddCounter(name, help))->CounterAt();
+  };
+  prefix_lookups_ = counter("textgen_prefix_cache_lookups_total",
+                            "Requests that looked their prompt up in the prefix cache.");
+  prefix_lookup_tokens_ = counter("textgen_prefix_cache_lookup_tokens_total",
+                                  "Prompt tokens of the requests that looked them up.");
+  prefix_hit_tokens_ =
+      counter("textgen_prefix_cache_hit_tokens_total",
+              "Prompt tokens served from the prefix cache's blocks (not recomputed).");
+  prefix_evictions_ = counter("textgen_prefix_cache_evictions_total",
+                              "Cached KV blocks given up for new ones (least recently used).");
   r.AddCollector([this] { Collect(); });
 }
 
@@ -96,11 +113,10 @@ void ServerMetrics::SetStatsSource(std::function<std::optional<EngineStats>()> s
 }
 
 void ServerMetrics::Collect() {
+  // Held throughout: two scrapes at once must not both add the same counter difference.
+  absl::MutexLock lock(&source_mu_);
   std::optional<EngineStats> stats;
-  {
-    absl::MutexLock lock(&source_mu_);
-    if (source_) stats = source_();
-  }
+  if (source_) stats = source_();
   const EngineStats s = stats.value_or(EngineStats{});
   queue_depth_->Set(s.queued);
   active_->Set(s.active);
@@ -108,6 +124,15 @@ void ServerMetrics::Collect() {
   sessions_->Set(s.sessions);
   kv_used_->Set(s.kv_blocks_total - s.kv_blocks_free);
   kv_free_->Set(s.kv_blocks_free);
+  kv_cached_->Set(s.kv_blocks_cached);
+  // The engine's totals only grow; a counter takes the difference (0 once the engine is gone).
+  auto catch_up = [](Counter* c, int64_t total) {
+    c->Increment(static_cast<double>(total) - c->value());
+  };
+  catch_up(prefix_lookups_, s.prefix_cache_lookups);
+  catch_up(prefix_lookup_tokens_, s.prefix_cache_lookup_tokens);
+  catch_up(prefix_hit_tokens_, s.prefix_cache_hit_tokens);
+  catch_up(prefix_evictions_, s.prefix_cache_evictions);
 }
 
 }  // namespace textgen::server

@@ -52,6 +52,12 @@ class ServerMetrics {
   Gauge* sessions_ = nullptr;
   Gauge* kv_used_ = nullptr;
   Gauge* kv_free_ = nullptr;
+  Gauge* kv_cached_ = nullptr;
+  // Engine counters, brought up to the engine's totals at each scrape.
+  Counter* prefix_lookups_ = nullptr;
+  Counter* prefix_lookup_tokens_ = nullptr;
+  Counter* prefix_hit_tokens_ = nullptr;
+  Counter* prefix_evictions_ = nullptr;
 
   absl::Mutex source_mu_;
   std::function<std::optional<EngineStats>()> source_ ABSL_GUARDED_BY(source_mu_);

@@ -22,6 +22,14 @@ double SecondsSince(Clock::time_point t) {
 
 }  // namespace
 
+int PrefixShareableBlocks(const DecodingOptions& options, int block_size) {
+  if (!options.use_cache) return 0;
+  if (options.context_overflow == ContextOverflow::kSlide) {
+    return (options.n_keep + block_size - 1) / block_size;
+  }
+  return std::numeric_limits<int>::max();
+}
+
 Generation::Generation(LlamaModel& model, const Tokenizer& tokenizer, KvCache& cache,
                        std::vector<int32_t> prompt, const DecodingOptions& options, StreamSink sink)
     : model_(model),
@@ -207,6 +215,7 @@ absl::Status Generation::ConsumeStep(const float* logits) {
     catch_up_fed_ += catch_up_pending_;
     catch_up_pending_ = 0;
     if (catch_up_fed_ == catch_up_.size()) {
+      cache_.PublishPrefix(kept_, kept_tokens_, PrefixShareableBlocks(options_, block_size_));
       catch_up_.clear();
       done_ = true;
     }
@@ -219,10 +228,13 @@ absl::Status Generation::ConsumeStep(const float* logits) {
   for (const Seq& s : seqs_) direct = direct && s.pending > 0 && s.fed + s.pending == s.feed.size();
   if (!direct) step_logits_.resize(seqs_.size() * n_vocab_);
   bool complete = true;
+  bool filled_block = false;  // some sequence completed a block in this pass
   size_t row = 0;
   for (size_t i = 0; i < seqs_.size(); ++i) {
     Seq& s = seqs_[i];
     if (s.pending > 0) {
+      const int before = s.table.num_tokens - static_cast<int>(s.pending);
+      filled_block = filled_block || before / block_size_ < s.table.num_tokens / block_size_;
       s.fed += s.pending;
       s.pending = 0;
       if (s.fed == s.feed.size()) {
@@ -235,6 +247,8 @@ absl::Status Generation::ConsumeStep(const float* logits) {
     }
     complete = complete && s.fed == s.feed.size();
   }
+  // Before the choice below forks or drops sequences: their tables hold exactly what ran.
+  if (filled_block) PublishBlocks();
   if (!complete) {
     TrackBlocks();
     return absl::OkStatus();  // a prompt chunk: nothing to choose yet
@@ -400,6 +414,17 @@ void Generation::StreamCertainPrefix() {
   if (sink_) sink_(delta);
 }
 
+void Generation::PublishBlocks() {
+  const int limit = PrefixShareableBlocks(options_, block_size_);
+  if (limit == 0 || !cache_.prefix_cache_enabled()) return;
+  for (size_t i = 0; i < seqs_.size(); ++i) {
+    const std::vector<int32_t>& gen = beam_ ? beam_->running_ids(static_cast<int>(i)) : generated_;
+    publish_scratch_.assign(prompt_.begin(), prompt_.end());
+    publish_scratch_.insert(publish_scratch_.end(), gen.begin(), gen.end());
+    cache_.PublishPrefix(seqs_[i].table, publish_scratch_, limit);
+  }
+}
+
 void Generation::TrackBlocks() {
   stats_.peak_kv_blocks = std::max(stats_.peak_kv_blocks, blocks_in_use());
 }
@@ -479,6 +504,7 @@ void Generation::PlanCatchUp() {
   const size_t have = static_cast<size_t>(kept_.num_tokens);
   if (have >= conversation.size() || conversation.size() > static_cast<size_t>(n_ctx_)) return;
   catch_up_.assign(conversation.begin() + have, conversation.end());
+  kept_tokens_ = std::move(conversation);
   catch_up_fed_ = 0;
   catch_up_pending_ = 0;
 }

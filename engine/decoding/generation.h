@@ -55,6 +55,12 @@ namespace textgen {
 // A token budget that never binds.
 inline constexpr int kUnlimitedTokens = std::numeric_limits<int>::max();
 
+// How many leading KV blocks of a request with these options may be shared through the prefix
+// cache (KvCache::MatchPrefix / PublishPrefix): none without the cache (every step recomputes),
+// only the never-shifted first n_keep blocks with a sliding window (the shift rotates the rest
+// in place), else all.
+int PrefixShareableBlocks(const DecodingOptions& options, int block_size);
+
 struct GeneratedToken {
   int32_t id = 0;
   // Text this token completes: whole UTF-8 characters only (a byte-fallback token that starts
@@ -105,8 +111,12 @@ class Generation {
   // ids against the vocabulary. Borrows model, tokenizer and cache: they must outlive it.
   //
   // `cached` (optional) holds the K/V of the first cached->num_tokens prompt tokens (a
-  // session's earlier turns): only the rest of the prompt is prefilled. On success Generation
-  // takes it (leaving *cached empty); on error *cached is untouched.
+  // session's earlier turns, or blocks shared through the prefix cache): only the rest of the
+  // prompt is prefilled. On success Generation takes it (leaving *cached empty); on error
+  // *cached is untouched.
+  //
+  // With the cache's prefix cache enabled, every full block this request computes is
+  // published as soon as the pass that fills it has run (see PrefixShareableBlocks).
   static absl::StatusOr<std::unique_ptr<Generation>> Create(
       LlamaModel& model, const Tokenizer& tokenizer, KvCache& cache, std::vector<int32_t> prompt,
       const DecodingOptions& options, StreamSink sink = nullptr, BlockTable* cached = nullptr);
@@ -166,6 +176,8 @@ class Generation {
   std::vector<int32_t> WindowTokens(const std::vector<int32_t>& gen) const;
   absl::Status MaybeShift();
   void TrackBlocks();
+  // Publishes the live sequences' full blocks (prompt + each one's generated tokens).
+  void PublishBlocks();
   // Ends the answer: final stream delta, result, kept table. done() unless a session
   // catch-up is left to run.
   void Finish(FinishReason reason);
@@ -209,6 +221,8 @@ class Generation {
   // token, never fed; beams: the whole answer), run as logit-less chunks before done() so that
   // the next turn prefills only its own tokens.
   std::vector<int32_t> catch_up_;
+  std::vector<int32_t> kept_tokens_;      // the conversation kept_ holds once caught up
+  std::vector<int32_t> publish_scratch_;  // PublishBlocks: one sequence's tokens
   size_t catch_up_fed_ = 0;
   size_t catch_up_pending_ = 0;
   std::vector<float>

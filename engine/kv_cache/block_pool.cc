@@ -46,13 +46,19 @@ BlockPool::BlockPool(const KvCacheOptions& options, std::byte* data, size_t mapp
 BlockPool::~BlockPool() { munmap(data_, mapped_bytes_); }
 
 absl::StatusOr<int32_t> BlockPool::Allocate() {
-  if (free_list_.empty()) {
+  int32_t block;
+  if (!free_list_.empty()) {
+    block = free_list_.back();
+    free_list_.pop_back();
+  } else if (index_ != nullptr && index_->Oldest() >= 0) {
+    block = index_->Oldest();
+    index_->Unpublish(block);
+    ++evictions_;
+  } else {
     return absl::ResourceExhaustedError(
         absl::StrFormat("KV cache pool exhausted: %d blocks of %d tokens all in use",
                         options_.num_blocks, options_.block_size));
   }
-  const int32_t block = free_list_.back();
-  free_list_.pop_back();
   assert(refcount_[block] == 0);
   refcount_[block] = 1;
   return block;
@@ -67,6 +73,11 @@ absl::Status BlockPool::CheckId(int32_t block, const char* op) const {
 
 absl::Status BlockPool::IncRef(int32_t block) {
   if (absl::Status s = CheckId(block, "IncRef"); !s.ok()) return s;
+  if (refcount_[block] == 0 && index_ != nullptr && index_->idle(block)) {
+    index_->MarkUsed(block);
+    refcount_[block] = 1;
+    return absl::OkStatus();
+  }
   if (refcount_[block] == 0) {
     assert(false && "IncRef of a free KV block");
     return absl::FailedPreconditionError(absl::StrFormat("IncRef of free KV block %d", block));
@@ -84,8 +95,33 @@ absl::Status BlockPool::DecRef(int32_t block) {
     return absl::FailedPreconditionError(
         absl::StrFormat("DecRef of free KV block %d (double free)", block));
   }
-  if (--refcount_[block] == 0) free_list_.push_back(block);
+  if (--refcount_[block] == 0) {
+    if (index_ != nullptr && index_->published(block)) {
+      index_->MarkIdle(block);
+    } else {
+      free_list_.push_back(block);
+    }
+  }
   return absl::OkStatus();
+}
+
+void BlockPool::EnablePrefixIndex() {
+  if (index_ == nullptr) {
+    index_ = std::make_unique<PrefixIndex>(options_.num_blocks, options_.block_size);
+  }
+}
+
+bool BlockPool::Publish(int32_t block, uint64_t hash, PrefixIndex::Link parent,
+                        absl::Span<const int32_t> tokens) {
+  if (index_ == nullptr || !CheckId(block, "Publish").ok() || refcount_[block] == 0) return false;
+  return index_->Publish(block, hash, parent, tokens);
+}
+
+void BlockPool::Unpublish(int32_t block) {
+  if (index_ == nullptr || !CheckId(block, "Unpublish").ok() || !index_->published(block)) return;
+  const bool was_idle = index_->idle(block);
+  index_->Unpublish(block);
+  if (was_idle) free_list_.push_back(block);
 }
 
 int BlockPool::RefCount(int32_t block) const {

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/kv_cache/kv_cache_options.h"
+#include "engine/kv_cache/prefix_index.h"
 
 namespace textgen {
 
@@ -23,9 +24,13 @@ namespace textgen {
 // KeyBf16/ValueBf16 (uint16_t BF16 bit patterns, the high halves of F32s) for kBf16; using
 // the other type's accessor is a caller bug (asserts in debug builds).
 //
-// A block id is either free (refcount 0, on the free list exactly once) or live (refcount >= 1,
-// not on the free list). Refcounts above 1 mean the block is shared between sequences (after a
-// fork) and must not be written; see KvCache for copy-on-write.
+// A block id is free (refcount 0, on the free list exactly once), live (refcount >= 1, not on
+// the free list) or, with the prefix cache enabled, cached idle (refcount 0, published in the
+// PrefixIndex and in its idle order, not on the free list): its K/V is kept for a later request
+// with the same prefix until Allocate needs the block (least recently used first). Idle blocks
+// count as free in num_free(): taking one back costs nothing. Refcounts above 1 mean the block
+// is shared between sequences (a fork or a shared prefix) and must not be written; see KvCache
+// for copy-on-write.
 //
 // The buffer is reserved with mmap and never zeroed or touched here, so a pool sized to most of
 // RAM costs nothing until blocks are written; fresh pages read as zero, recycled blocks hold
@@ -41,14 +46,16 @@ class BlockPool {
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
 
-  // Takes a free block and sets its refcount to 1. Its contents are unspecified.
-  // ResourceExhausted if none is free.
+  // Takes a free block (else evicts the least recently used idle one, unpublishing it) and sets
+  // its refcount to 1. Its contents are unspecified. ResourceExhausted if none is free or idle.
   absl::StatusOr<int32_t> Allocate();
-  // Adds a reference to a live block. Referencing a free or out-of-range block is a caller bug:
-  // asserts in debug builds, returns FailedPrecondition / OutOfRange (changing nothing) otherwise.
+  // Adds a reference to a live block, or takes an idle one back (refcount 1). Referencing a
+  // free or out-of-range block is a caller bug: asserts in debug builds, returns
+  // FailedPrecondition / OutOfRange (changing nothing) otherwise.
   absl::Status IncRef(int32_t block);
-  // Drops a reference; the block returns to the free list when it reaches 0. Same bug handling
-  // as IncRef, so a double free can never put a block on the free list twice.
+  // Drops a reference; at 0 a published block becomes idle (the newest), any other returns to
+  // the free list. Same bug handling as IncRef, so a double free can never put a block on the
+  // free list twice.
   absl::Status DecRef(int32_t block);
   // 0 for free blocks (and, defensively, for out-of-range ids).
   int RefCount(int32_t block) const;
@@ -80,7 +87,24 @@ class BlockPool {
     return const_cast<BlockPool*>(this)->Bf16Tile(block, layer, 1, kv_head);
   }
 
-  int num_free() const { return static_cast<int>(free_list_.size()); }
+  // Starts the prefix index (see PrefixIndex); until then nothing is published or idle.
+  void EnablePrefixIndex();
+  // Null while the prefix cache is off.
+  PrefixIndex* prefix_index() { return index_.get(); }
+  const PrefixIndex* prefix_index() const { return index_.get(); }
+  // Publishes a live block (see PrefixIndex::Publish). False when off or refused.
+  bool Publish(int32_t block, uint64_t hash, PrefixIndex::Link parent,
+               absl::Span<const int32_t> tokens);
+  // Forgets a block's prefix identity before its K/V changes in place; an idle block is freed.
+  void Unpublish(int32_t block);
+  // Idle blocks taken by Allocate so far.
+  int64_t evictions() const { return evictions_; }
+
+  // Blocks Allocate can hand out: free plus cached idle.
+  int num_free() const {
+    return static_cast<int>(free_list_.size()) + (index_ ? index_->num_idle() : 0);
+  }
+  int num_idle() const { return index_ ? index_->num_idle() : 0; }
   int num_total() const { return options_.num_blocks; }
   int block_size() const { return options_.block_size; }
   KvType type() const { return options_.type; }
@@ -106,6 +130,8 @@ class BlockPool {
   const size_t mapped_bytes_;
   std::vector<int32_t> free_list_;  // LIFO stack: a just-freed block is reused first (warm)
   std::vector<int32_t> refcount_;   // [num_blocks]
+  std::unique_ptr<PrefixIndex> index_;
+  int64_t evictions_ = 0;
 };
 
 }  // namespace textgen

@@ -83,6 +83,8 @@ absl::Status KvCache::Append(BlockTable& t, int n) {
     fresh.push_back(*b);
   }
   auto next = fresh.begin();
+  // A published block about to take new slots in place stops matching its name.
+  if (t.num_tokens % bs != 0 && !cow) pool_->Unpublish(t.blocks.back());
   if (cow) {
     const int32_t shared = t.blocks.back();
     pool_->CopyBlock(shared, *next);
@@ -108,7 +110,7 @@ BlockTable KvCache::Fork(const BlockTable& t) {
 }
 
 void KvCache::Free(BlockTable& t) {
-  for (int32_t b : t.blocks) Release(b);
+  for (auto it = t.blocks.rbegin(); it != t.blocks.rend(); ++it) Release(*it);
   t.blocks.clear();
   t.num_tokens = 0;
 }
@@ -117,7 +119,7 @@ void KvCache::Truncate(BlockTable& t, int num_tokens) {
   assert(num_tokens >= 0 && num_tokens <= t.num_tokens);
   num_tokens = std::clamp(num_tokens, 0, t.num_tokens);
   const int keep = BlocksFor(num_tokens);
-  for (int i = keep; i < t.num_blocks(); ++i) Release(t.blocks[i]);
+  for (int i = t.num_blocks() - 1; i >= keep; --i) Release(t.blocks[i]);
   t.blocks.resize(keep);
   t.num_tokens = num_tokens;
 }
@@ -138,6 +140,71 @@ void KvCache::DropFront(BlockTable& t, int n_blocks_to_drop, int keep_blocks) {
   t.blocks.erase(t.blocks.begin() + keep_blocks, t.blocks.begin() + end);
   t.num_tokens -= dropped_tokens;
   assert(t.num_blocks() == BlocksFor(t.num_tokens));
+}
+
+void KvCache::EnablePrefixCache(uint64_t seed) {
+  pool_->EnablePrefixIndex();
+  prefix_seed_ = seed;
+}
+
+template <typename Visit>
+void KvCache::WalkPrefix(absl::Span<const int32_t> tokens, int max_blocks, Visit visit) const {
+  const PrefixIndex* index = pool_->prefix_index();
+  if (index == nullptr) return;
+  const size_t bs = static_cast<size_t>(pool_->block_size());
+  const size_t n =
+      std::min<size_t>(tokens.size() / bs, static_cast<size_t>(std::max(0, max_blocks)));
+  uint64_t hash = prefix_seed_;
+  PrefixIndex::Link link;
+  for (size_t j = 0; j < n; ++j) {
+    const absl::Span<const int32_t> block_tokens = tokens.subspan(j * bs, bs);
+    hash = index->ChainHash(hash, block_tokens);
+    const int32_t next =
+        visit(static_cast<int>(j), index->Find(hash, link, block_tokens), hash, link, block_tokens);
+    if (next < 0) return;
+    link = index->LinkTo(next);
+  }
+}
+
+BlockTable KvCache::MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks) {
+  BlockTable t;
+  WalkPrefix(tokens, max_blocks, [&](int, int32_t found, uint64_t, PrefixIndex::Link, auto) {
+    if (found >= 0) t.blocks.push_back(found);
+    return found;
+  });
+  // Referenced only after the walk: taking an idle block back changes no name, but keeping the
+  // walk free of side effects makes it the same as PeekPrefix's.
+  for (int32_t b : t.blocks) {
+    if (absl::Status s = pool_->IncRef(b); !s.ok()) {
+      spdlog::error("KV cache refcount bug in MatchPrefix: {}", s.ToString());
+    }
+  }
+  t.num_tokens = t.num_blocks() * pool_->block_size();
+  return t;
+}
+
+KvCache::PrefixPeek KvCache::PeekPrefix(absl::Span<const int32_t> tokens, int max_blocks) const {
+  PrefixPeek peek;
+  WalkPrefix(tokens, max_blocks, [&](int, int32_t found, uint64_t, PrefixIndex::Link, auto) {
+    if (found >= 0) {
+      ++peek.blocks;
+      if (pool_->RefCount(found) > 0) ++peek.live;
+    }
+    return found;
+  });
+  return peek;
+}
+
+void KvCache::PublishPrefix(const BlockTable& t, absl::Span<const int32_t> tokens, int max_blocks) {
+  if (!prefix_cache_enabled()) return;
+  const int full = std::min<int>(max_blocks, t.num_tokens / pool_->block_size());
+  WalkPrefix(tokens.first(std::min<size_t>(tokens.size(), t.num_tokens)), full,
+             [&](int j, int32_t found, uint64_t hash, PrefixIndex::Link link,
+                 absl::Span<const int32_t> block_tokens) {
+               if (found >= 0) return found;  // this prefix is published already
+               const int32_t own = t.blocks[j];
+               return pool_->Publish(own, hash, link, block_tokens) ? own : -1;
+             });
 }
 
 float* KvCache::Slot(const BlockTable& t, int layer, int kv_head, int slot, bool value) {

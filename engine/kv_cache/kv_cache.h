@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/kv_cache/block_pool.h"
 #include "engine/kv_cache/block_table.h"
 #include "engine/kv_cache/kv_cache_options.h"
@@ -23,6 +24,12 @@ namespace textgen {
 // makes room for lies in a block referenced only by `t` (it copies a shared, partly filled
 // last block first), so writing just the newly appended slots never disturbs a fork.
 // Overwriting older slots is only safe in blocks whose refcount is 1.
+//
+// Automatic prefix caching (off until EnablePrefixCache): full blocks whose K/V is final are
+// published under their token prefix (PrefixIndex); a later sequence starting with the same
+// tokens shares them (MatchPrefix) instead of computing them again. A published block is never
+// written in place: Append copies it if shared and unpublishes it if not, and anything else
+// that rewrites K/V (the context shift) unpublishes it first.
 //
 // Every BlockTable passed in must have been built by this KvCache (empty, Fork, Append...) and
 // must be Freed before it is dropped, or its blocks leak.
@@ -47,10 +54,31 @@ class KvCache {
     return BlocksNeeded(t, n) <= pool_->num_free();
   }
 
+  // Starts the prefix cache. `seed` stands for everything besides the tokens that decides a
+  // block's K/V (model, KV type, compute type): caches with different seeds never match.
+  void EnablePrefixCache(uint64_t seed);
+  bool prefix_cache_enabled() const { return pool_->prefix_index() != nullptr; }
+  // A table sharing the longest chain of published blocks that hold the first whole blocks of
+  // `tokens`, at most `max_blocks` of them (each refcount + 1; idle ones are taken back).
+  // Its num_tokens is a multiple of the block size; empty when off or nothing matches.
+  BlockTable MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks);
+  struct PrefixPeek {
+    int blocks = 0;  // MatchPrefix would share this many blocks
+    int live = 0;    // of them, held by other tables (they cost no free block)
+  };
+  // What MatchPrefix would share, changing nothing.
+  PrefixPeek PeekPrefix(absl::Span<const int32_t> tokens, int max_blocks) const;
+  // Publishes the full blocks among the first `max_blocks` of `t`, whose K/V must be final and
+  // of `tokens` (t's first t.num_tokens tokens; more may follow). Blocks already published
+  // under the same prefix (by another table) are skipped; publishing stops at the first block
+  // that cannot be (e.g. published under another name). No-op when off.
+  void PublishPrefix(const BlockTable& t, absl::Span<const int32_t> tokens, int max_blocks);
+
   // A new table sharing every block of `t` (each refcount + 1); no data is copied. Both
   // tables may then Append independently; the first to write a shared partial block copies it.
   BlockTable Fork(const BlockTable& t);
-  // Drops the table's references and leaves it empty. Idempotent.
+  // Drops the table's references (last block first, so that a chain's tail becomes idle before
+  // its head and is evicted first) and leaves it empty. Idempotent.
   void Free(BlockTable& t);
   // Keeps the first `num_tokens` tokens (0 <= num_tokens <= t.num_tokens) and releases the
   // blocks no longer needed, e.g. when a session rolls back to an earlier turn. Data in the
@@ -96,7 +124,9 @@ class KvCache {
     return const_cast<KvCache*>(this)->Slot(t, layer, kv_head, slot, true);
   }
 
+  // Free plus cached idle blocks (both can be allocated).
   int num_free_blocks() const { return pool_->num_free(); }
+  int num_idle_blocks() const { return pool_->num_idle(); }
   int num_total_blocks() const { return pool_->num_total(); }
   int block_size() const { return pool_->block_size(); }
   const KvCacheOptions& options() const { return pool_->options(); }
@@ -111,8 +141,16 @@ class KvCache {
   void Release(int32_t block);
   // Blocks needed to hold `num_tokens` tokens.
   int BlocksFor(int64_t num_tokens) const;
+  // Walks the published chain of `tokens` from its first block: calls
+  // visit(j, found, hash, link, block_tokens) for each of the first `max_blocks` whole blocks,
+  // where `found` is the published block holding block j's tokens after the chain so far (or
+  // -1), and hash / link the name block j has or would be published under. visit returns the
+  // block that continues the chain (-1 stops the walk).
+  template <typename Visit>
+  void WalkPrefix(absl::Span<const int32_t> tokens, int max_blocks, Visit visit) const;
 
   std::unique_ptr<BlockPool> pool_;
+  uint64_t prefix_seed_ = 0;
 };
 
 }  // namespace textgen

@@ -374,6 +374,8 @@ absl::Status LlamaModel::ShiftContext(KvCache& cache, absl::Span<BlockTable* con
           "context shift: a moved KV block is shared outside this request");
     }
   }
+  // Rotating changes the moved blocks' K: they no longer hold what a prefix names.
+  for (const auto& [block, refs] : moved) cache.pool().Unpublish(block);
   for (BlockTable* t : tables) cache.DropFront(*t, drop_blocks, keep_blocks);
   const ModelConfig& c = config_;
   const int bs = cache.block_size();

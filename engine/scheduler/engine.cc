@@ -1,6 +1,8 @@
 #include "engine/scheduler/engine.h"
 
 #include <algorithm>
+#include <functional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +39,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
                         kv.NumBlocksForByteBudget(static_cast<size_t>(options.kv_cache_mib) << 20));
   }
   TG_ASSIGN_OR_RETURN(e->cache_, KvCache::Create(kv));
+  if (options.prefix_cache) {
+    // Everything besides the tokens that decides a block's K/V.
+    e->cache_->EnablePrefixCache(std::hash<std::string>{}(
+        absl::StrCat(options.model_path, "|", std::string(KvTypeName(kv.type)), "|",
+                     static_cast<int>(options.model.llama.linear.compute), "|", kv.block_size)));
+  }
   // One tiny pass before serving: the first forward pays one-time costs (oneDNN kernel
   // generation, faulting in the weights) that would otherwise land on the first client's
   // time to first token.
@@ -51,7 +59,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   }
   {
     absl::MutexLock lock(&e->mu_);
-    e->kv_free_ = e->cache_->num_free_blocks();
+    e->SnapshotCache();
   }
   e->thread_ = std::thread([engine = e.get()] { engine->Loop(); });
   return e;
@@ -241,7 +249,18 @@ EngineStats Engine::Stats() const {
   s.active_sequences = active_sequences_;
   s.sessions = sessions_->size();
   s.steps = steps_;
+  s.kv_blocks_cached = kv_cached_;
+  s.prefix_cache_lookups = prefix_lookups_;
+  s.prefix_cache_lookup_tokens = prefix_lookup_tokens_;
+  s.prefix_cache_hit_tokens = prefix_hit_tokens_;
+  s.prefix_cache_evictions = prefix_evictions_;
   return s;
+}
+
+void Engine::SnapshotCache() {
+  kv_free_ = cache_->num_free_blocks();
+  kv_cached_ = cache_->num_idle_blocks();
+  prefix_evictions_ = cache_->pool().evictions();
 }
 
 void Engine::Loop() {
@@ -294,7 +313,7 @@ void Engine::Retire(Request& r, absl::StatusOr<GenerationResult> result) {
   {
     absl::MutexLock lock(&mu_);
     running_.erase(r.id);
-    kv_free_ = cache_->num_free_blocks();
+    SnapshotCache();
   }
   r.sink->OnDone(std::move(result));
 }
@@ -323,7 +342,7 @@ void Engine::CollectSessions() {
   for (auto& session : gone) cache_->Free(session->table);
   if (!gone.empty()) {
     absl::MutexLock lock(&mu_);
-    kv_free_ = cache_->num_free_blocks();
+    SnapshotCache();
   }
 }
 
@@ -385,7 +404,10 @@ bool Engine::CanStart(Request& q, int reserve) {
     cache_->Truncate(s->table, q.shared_prefix);
   }
   const int held = s != nullptr ? s->table.num_blocks() : 0;
-  const int need = std::max(0, q.worst_blocks - held);
+  // Prompt blocks other requests hold already cost no free block (idle cached ones do: they
+  // are counted as free).
+  const int shared = s == nullptr ? cache_->PeekPrefix(q.prompt, PrefixMatchLimit(q)).live : 0;
+  const int need = std::max(0, q.worst_blocks - held - shared);
   // Evict only what would let it start: an idle session's cache is worth keeping otherwise.
   if (need + reserve > cache_->num_free_blocks() + sessions_->EvictableBlocks()) {
     return active_.empty();
@@ -399,13 +421,49 @@ bool Engine::CanStart(Request& q, int reserve) {
   return true;
 }
 
+int Engine::PrefixMatchLimit(const Request& r) const {
+  if (!cache_->prefix_cache_enabled() || r.prompt.empty()) return 0;
+  const int bs = cache_->block_size();
+  return std::min(PrefixShareableBlocks(r.decoding, bs),
+                  (static_cast<int>(r.prompt.size()) - 1) / bs);
+}
+
 void Engine::Start(Request r) {
   std::shared_ptr<GenerationSink> sink = r.sink;
-  BlockTable* cached = r.session != nullptr ? &r.session->table : nullptr;
+  const int limit = PrefixMatchLimit(r);
+  BlockTable matched = cache_->MatchPrefix(r.prompt, limit);
+  int hit_tokens = matched.num_tokens;
+  BlockTable* cached = &matched;
+  // A session's own cache goes first; the prefix cache serves it when it holds more (the
+  // session's blocks were evicted, or another conversation shares more of this prompt).
+  if (r.session != nullptr) {
+    BlockTable& own = r.session->table;
+    if (matched.num_tokens > own.num_tokens) {
+      cache_->Free(own);
+      own = std::move(matched);
+    } else {
+      cache_->Free(matched);
+      hit_tokens = 0;
+    }
+    cached = &own;
+  }
   auto g = Generation::Create(
       model_->llama(), model_->tokenizer(), *cache_, r.prompt, r.decoding,
       [sink](const StreamDelta& d) { sink->OnDelta(d); }, cached);
+  if (limit > 0) {
+    absl::MutexLock lock(&mu_);
+    ++prefix_lookups_;
+    prefix_lookup_tokens_ += static_cast<int64_t>(r.prompt.size());
+    if (g.ok()) prefix_hit_tokens_ += hit_tokens;
+  }
   if (!g.ok()) {
+    // What it did not take: the prefix match, or (a session's) blocks beyond the tokens it
+    // shares with the conversation.
+    if (r.session == nullptr) {
+      cache_->Free(matched);
+    } else if (cached->num_tokens > r.shared_prefix) {
+      cache_->Truncate(*cached, r.shared_prefix);
+    }
     Retire(r, g.status());
     return;
   }
@@ -517,7 +575,7 @@ void Engine::Step() {
     absl::MutexLock lock(&mu_);
     report.step = ++steps_;
     active_sequences_ = sequences;
-    kv_free_ = cache_->num_free_blocks();
+    SnapshotCache();
   }
   if (options_.step_observer && !seqs_.empty()) options_.step_observer(report);
   for (Request& a : done) Retire(a, a.generation->TakeResult());

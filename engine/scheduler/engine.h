@@ -72,6 +72,11 @@ struct EngineOptions {
   int max_sessions = 1024;
   // A session unused this long is deleted (its blocks freed).
   absl::Duration session_ttl = absl::Minutes(10);
+  // Automatic prefix caching: full KV blocks stay published under their token prefix (until
+  // the pool needs them, least recently used first), and a request whose prompt starts with a
+  // published chain shares those blocks instead of prefilling them again. Off: every prompt is
+  // computed in full (sessions still reuse their own conversation).
+  bool prefix_cache = true;
   // Optional: called on the scheduler thread after every forward pass, after the requests'
   // OnDelta and before their OnDone (metrics, tests). Must return quickly; may call Cancel and
   // Stats.
@@ -136,6 +141,14 @@ struct EngineStats {
   int active_sequences = 0;
   int sessions = 0;
   int64_t steps = 0;
+  // Prefix cache: blocks kept only for later prompts (counted in kv_blocks_free, since they are
+  // given up on demand); requests that looked a prefix up, their prompt tokens, the tokens
+  // served from published blocks, and idle blocks given up for new ones.
+  int kv_blocks_cached = 0;
+  int64_t prefix_cache_lookups = 0;
+  int64_t prefix_cache_lookup_tokens = 0;
+  int64_t prefix_cache_hit_tokens = 0;
+  int64_t prefix_cache_evictions = 0;
 };
 
 // Thread-safe: Submit, Cancel and Stats may be called from any thread.
@@ -224,6 +237,11 @@ class Engine {
   // blocks to make room. Drops the stale part of its session's cache.
   bool CanStart(Request& q, int reserve);
   void Start(Request r);
+  // The most leading prompt blocks `r` may take from the prefix cache (0 when off): whole
+  // blocks short of the last prompt token, which must run to give logits.
+  int PrefixMatchLimit(const Request& r) const;
+  // Under mu_: copies the cache's counts for Stats.
+  void SnapshotCache() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Step();
   // Appends a's sequences for this step (at most max_prompt_tokens prompt tokens); returns how
   // many tokens they hold. A request that fails to prepare is aborted and adds nothing.
@@ -259,7 +277,12 @@ class Engine {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   int active_sequences_ ABSL_GUARDED_BY(mu_) = 0;
   int kv_free_ ABSL_GUARDED_BY(mu_) = 0;
+  int kv_cached_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t prefix_evictions_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t prefix_lookups_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t prefix_lookup_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t prefix_hit_tokens_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Scheduler thread only.
   std::vector<Request> active_;

@@ -17,6 +17,7 @@ struct BenchOptions {
   bool speed = false;        // --speed (implied by --model without another section)
   bool beam = false;         // --beam
   bool cache_table = false;  // --cache-table
+  bool prefix = false;       // --prefix
 
   std::vector<std::string> models;  // --model, for --speed and --beam
   ops::LinearCompute compute = ops::LinearCompute::kF32;
@@ -45,6 +46,11 @@ struct BenchOptions {
   // Context served for the table (stories260K is trained on 2,048; with it, cache off at 10,000
   // tokens recomputes a ~2,000-token window per token: over an hour). 0: the trained one.
   int cache_context = 512;
+
+  // --prefix.
+  std::string prefix_model;  // default: the first --model, else cache_model
+  int prefix_system_tokens = 1000;
+  int prefix_question_tokens = 50;
 
   bool rows_only = false;    // print table rows only, for concatenating processes' output
   bool machine_line = true;  // the first line: CPU, bandwidth, compute, threads

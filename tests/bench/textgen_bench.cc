@@ -1,5 +1,5 @@
 // textgen-bench: measured speed of the engine, printed as Markdown. Flags only; each section
-// lives in its own file (bandwidth, speed_table, beam_table, cache_table).
+// lives in its own file (bandwidth, speed_table, beam_table, cache_table, prefix_table).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +21,7 @@
 #include "tests/bench/bench_util.h"
 #include "tests/bench/cache_table.h"
 #include "tests/bench/machine_info.h"
+#include "tests/bench/prefix_table.h"
 #include "tests/bench/speed_table.h"
 
 namespace textgen::bench {
@@ -47,6 +48,10 @@ void AddSectionFlags(cli::FlagSet& f, BenchOptions& o, bool* smoke) {
   f.Flag("--beam", &o.beam,
          "per --model: beam search (4 beams) vs greedy, per token and KV blocks");
   f.Flag("--cache-table", &o.cache_table, "sliding-window generation with the KV cache on and off");
+  f.Flag("--prefix", &o.prefix,
+         "automatic prefix caching on and off through the engine: a shared\nsystem prompt "
+         "(prompt tokens computed, TTFT), a stateless 5-turn chat\nagainst a session, 16 streams "
+         "with nothing to share (tok/s)");
   f.Flag("--smoke", smoke, "every section at tiny sizes on stories260K (CI keeps it working)");
 }
 
@@ -103,6 +108,10 @@ void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
         "--cache-table lengths (default 100,500,1000,5000,10000)");
   AddPositive(f, "--cache-context", &o.cache_context,
               "--cache-table context length (default 512; the model's is 2,048)");
+  f.Add("--prefix-model", &o.prefix_model, cli::Text(), "PATH",
+        "--prefix model (default: the first --model, else --cache-model)");
+  AddPositive(f, "--prefix-system", &o.prefix_system_tokens,
+              "--prefix system prompt tokens (default 1000; questions 50)");
   f.Flag("--rows-only", &o.rows_only,
          "print table rows only (no machine line, no table heads), to append a\nprocess's rows "
          "to another's table");
@@ -122,7 +131,7 @@ BenchOptions ParseFlags(int argc, char** argv) {
   f.Parse(argc, argv);
   if (smoke) {
     // Every section, each at a size that takes well under a second.
-    o.bandwidth = o.speed = o.beam = o.cache_table = true;
+    o.bandwidth = o.speed = o.beam = o.cache_table = o.prefix = true;
     if (o.models.empty()) o.models.push_back(o.cache_model);
     o.bandwidth_bytes = int64_t{64} << 20;
     o.bandwidth_passes = 2;
@@ -131,10 +140,13 @@ BenchOptions ParseFlags(int argc, char** argv) {
     o.new_tokens = 8;
     o.beam_tokens = 16;
     o.cache_tokens = {100, 200};
-    o.cache_context = 64;  // so that the window slides
+    o.cache_context = 64;          // so that the window slides
+    o.prefix_system_tokens = 200;  // stories260K's context is 512
   }
-  if (!o.models.empty() && !o.bandwidth && !o.speed && !o.beam && !o.cache_table) o.speed = true;
-  if (!o.bandwidth && !o.speed && !o.beam && !o.cache_table) f.Fail("nothing to measure");
+  if (o.prefix_model.empty()) o.prefix_model = o.models.empty() ? o.cache_model : o.models[0];
+  const bool any = o.bandwidth || o.speed || o.beam || o.cache_table || o.prefix;
+  if (!o.models.empty() && !any) o.speed = true;
+  if (!any && o.models.empty()) f.Fail("nothing to measure");
   if ((o.speed || o.beam) && o.models.empty()) f.Fail("--speed and --beam need --model");
   return o;
 }
@@ -193,6 +205,7 @@ int Main(int argc, char** argv) {
   section(o.speed, [&] { PrintSpeedTable(o, n_thread_gbs); });
   section(o.beam, [&] { PrintBeamTable(o); });
   section(o.cache_table, [&] { PrintCacheTable(o); });
+  section(o.prefix, [&] { PrintPrefixTable(o); });
   return 0;
 }
 

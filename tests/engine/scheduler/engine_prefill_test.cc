@@ -15,6 +15,9 @@
 namespace textgen {
 namespace {
 
+using testing::CheckSame;
+using testing::LongPrompt;
+
 using testing::CollectingSink;
 
 // Every StepReport of an engine, kept for the test to inspect.
@@ -45,29 +48,12 @@ std::unique_ptr<Engine> MakeEngine(const std::string& model, int budget,
   o.kv_blocks = 512;
   o.max_step_tokens = budget;
   o.step_observer = std::move(observer);
+  // These tests count the prompt tokens each request runs and send the same prompts again:
+  // the prefix cache would serve those (tests/engine/scheduler/engine_prefix_cache_test.cc).
+  o.prefix_cache = false;
   auto e = Engine::Create(o);
   REQUIRE(e.ok());
   return std::move(e).value();
-}
-
-// `n` tokens of story text (BOS first); `variant` picks one of several stories.
-std::vector<int32_t> LongPrompt(const Engine& e, size_t n, int variant = 0) {
-  const char* stories[] = {
-      "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
-      "park with her dog Max. One day, Lily saw a big red ball under a tree. ",
-      "Tom had a big blue truck. He liked to push it up the hill and let it roll down fast. His "
-      "mom said to be careful, but Tom was happy and laughed. ",
-      "The cat sat on the mat and looked at the bird. The bird sang a song in the sun, and the "
-      "cat wanted to be its friend. ",
-  };
-  std::string text;
-  std::vector<int32_t> ids;
-  while (ids.size() < n) {
-    text += stories[variant];
-    ids = e.model().tokenizer().Encode(text, true);
-  }
-  ids.resize(n);
-  return ids;
 }
 
 // Every step: decode tokens may exceed the budget on their own, but prompt work only fills
@@ -83,20 +69,6 @@ void CheckBudget(const std::vector<StepReport>& steps, int budget) {
     }
     CHECK(decode == r.decode_tokens);
     CHECK(prompt == r.prompt_tokens);
-  }
-}
-
-void CheckSame(const GenerationResult& a, const GenerationResult& b) {
-  REQUIRE(a.hypotheses.size() == b.hypotheses.size());
-  for (size_t i = 0; i < a.hypotheses.size(); ++i) {
-    CHECK(a.hypotheses[i].ids == b.hypotheses[i].ids);
-    REQUIRE(a.hypotheses[i].logprobs.size() == b.hypotheses[i].logprobs.size());
-    double max_diff = 0;
-    for (size_t k = 0; k < a.hypotheses[i].logprobs.size(); ++k) {
-      max_diff =
-          std::max(max_diff, std::abs(a.hypotheses[i].logprobs[k] - b.hypotheses[i].logprobs[k]));
-    }
-    CHECK(max_diff < 1e-4);
   }
 }
 

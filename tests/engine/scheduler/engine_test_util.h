@@ -2,6 +2,9 @@
 #ifndef TEXTGEN_TESTS_ENGINE_SCHEDULER_ENGINE_TEST_UTIL_H_
 #define TEXTGEN_TESTS_ENGINE_SCHEDULER_ENGINE_TEST_UTIL_H_
 
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -58,6 +61,42 @@ class CollectingSink : public GenerationSink {
   absl::StatusOr<GenerationResult> result_ = absl::UnknownError("not done");
   absl::Notification done_;
 };
+
+// `n` tokens of story text (BOS first); `variant` picks one of several stories.
+inline std::vector<int32_t> LongPrompt(const Engine& e, size_t n, int variant = 0) {
+  const char* stories[] = {
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+      "park with her dog Max. One day, Lily saw a big red ball under a tree. ",
+      "Tom had a big blue truck. He liked to push it up the hill and let it roll down fast. His "
+      "mom said to be careful, but Tom was happy and laughed. ",
+      "The cat sat on the mat and looked at the bird. The bird sang a song in the sun, and the "
+      "cat wanted to be its friend. ",
+  };
+  std::string text;
+  std::vector<int32_t> ids;
+  while (ids.size() < n) {
+    text += stories[variant];
+    ids = e.model().tokenizer().Encode(text, true);
+  }
+  ids.resize(n);
+  return ids;
+}
+
+// The same tokens exactly; logprobs up to float summation order (a different split of the
+// work into passes changes how many rows a matmul sees).
+inline void CheckSame(const GenerationResult& a, const GenerationResult& b) {
+  REQUIRE(a.hypotheses.size() == b.hypotheses.size());
+  for (size_t i = 0; i < a.hypotheses.size(); ++i) {
+    CHECK(a.hypotheses[i].ids == b.hypotheses[i].ids);
+    REQUIRE(a.hypotheses[i].logprobs.size() == b.hypotheses[i].logprobs.size());
+    double max_diff = 0;
+    for (size_t k = 0; k < a.hypotheses[i].logprobs.size(); ++k) {
+      max_diff =
+          std::max(max_diff, std::abs(a.hypotheses[i].logprobs[k] - b.hypotheses[i].logprobs[k]));
+    }
+    CHECK(max_diff < 1e-4);
+  }
+}
 
 }  // namespace textgen::testing
 

@@ -1,0 +1,121 @@
+#include "engine/kv_cache/prefix_index.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace textgen {
+namespace {
+
+// splitmix64's finalizer: every input bit flips about half the output bits.
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+}  // namespace
+
+PrefixIndex::PrefixIndex(int num_blocks, int block_size)
+    : block_size_(block_size),
+      entries_(num_blocks),
+      tokens_(static_cast<size_t>(num_blocks) * block_size) {}
+
+uint64_t PrefixIndex::ChainHash(uint64_t parent, absl::Span<const int32_t> tokens) const {
+  uint64_t h = Mix(parent ^ 0x9e3779b97f4a7c15ULL);
+  for (int32_t t : tokens) h = Mix(h ^ static_cast<uint32_t>(t));
+  return h & hash_mask_;
+}
+
+absl::Span<const int32_t> PrefixIndex::tokens(int32_t block) const {
+  return absl::MakeConstSpan(tokens_).subspan(static_cast<size_t>(block) * block_size_,
+                                              block_size_);
+}
+
+int32_t PrefixIndex::Find(uint64_t hash, Link parent, absl::Span<const int32_t> tokens) const {
+  auto it = by_hash_.find(hash);
+  if (it == by_hash_.end()) return -1;
+  for (int32_t b : it->second) {
+    const Entry& e = entries_[b];
+    if (e.parent == parent &&
+        std::equal(tokens.begin(), tokens.end(), this->tokens(b).begin(), this->tokens(b).end())) {
+      return b;
+    }
+  }
+  return -1;
+}
+
+bool PrefixIndex::Publish(int32_t block, uint64_t hash, Link parent,
+                          absl::Span<const int32_t> tokens) {
+  assert(static_cast<int>(tokens.size()) == block_size_);
+  Entry& e = entries_[block];
+  if (e.published || Find(hash, parent, tokens) >= 0) return false;
+  e.published = true;
+  e.hash = hash;
+  e.parent = parent;
+  std::copy(tokens.begin(), tokens.end(),
+            tokens_.begin() + static_cast<size_t>(block) * block_size_);
+  by_hash_[hash].push_back(block);
+  ++num_published_;
+  return true;
+}
+
+void PrefixIndex::Unpublish(int32_t block) {
+  Entry& e = entries_[block];
+  if (!e.published) return;
+  if (e.idle) MarkUsed(block);
+  auto it = by_hash_.find(e.hash);
+  assert(it != by_hash_.end());
+  auto& bucket = it->second;
+  bucket.erase(std::find(bucket.begin(), bucket.end(), block));
+  if (bucket.empty()) by_hash_.erase(it);
+  e.published = false;
+  ++e.epoch;
+  --num_published_;
+}
+
+void PrefixIndex::MarkIdle(int32_t block) {
+  Entry& e = entries_[block];
+  assert(e.published && !e.idle);
+  e.idle = true;
+  e.prev = lru_tail_;
+  e.next = -1;
+  if (lru_tail_ >= 0) {
+    entries_[lru_tail_].next = block;
+  } else {
+    lru_head_ = block;
+  }
+  lru_tail_ = block;
+  ++num_idle_;
+}
+
+void PrefixIndex::MarkUsed(int32_t block) {
+  assert(entries_[block].idle);
+  Unlink(block);
+  entries_[block].idle = false;
+  --num_idle_;
+}
+
+void PrefixIndex::Unlink(int32_t block) {
+  Entry& e = entries_[block];
+  if (e.prev >= 0) {
+    entries_[e.prev].next = e.next;
+  } else {
+    lru_head_ = e.next;
+  }
+  if (e.next >= 0) {
+    entries_[e.next].prev = e.prev;
+  } else {
+    lru_tail_ = e.prev;
+  }
+  e.prev = e.next = -1;
+}
+
+void PrefixIndex::SetHashBitsForTesting(int bits) {
+  bits = std::clamp(bits, 1, 64);
+  hash_mask_ = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+}
+
+}  // namespace textgen
