@@ -12,23 +12,6 @@
 namespace textgen::ops {
 namespace {
 
-// Spins before a waiting OpenMP thread sleeps on a futex (libgomp's default: 300,000). On this
-// 2-core machine with ~8 other busy processes, stories15M decode ran at 9.8 tok/s with 10,000
-// spins, 28.8 with 1,000, 86.3 with 100 and 89.7 with none: a spinning thread holds the core
-// its descheduled partner needs to reach the barrier. 100 spins (a few microseconds) still
-// bridge the shortest gaps between parallel regions. (README, "Kernel levels and threads".)
-constexpr char kOpenMpSpinCount[] = "100";
-
-// Runs from the executable's .preinit_array: before any shared library's constructor, so
-// before libgomp reads OMP_WAIT_POLICY / GOMP_SPINCOUNT (setenv in main would be too late).
-void SetOpenMpWaitDefaults(int, char**, char**) {
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
-    setenv("GOMP_SPINCOUNT", kOpenMpSpinCount, 0);
-  }
-}
-[[gnu::section(".preinit_array"), gnu::used]] void (*set_openmp_wait_defaults)(
-    int, char**, char**) = &SetOpenMpWaitDefaults;  // not const: .preinit_array is writable
-
 int DefaultThreads() { return ProcessCpuBudget().threads; }
 
 std::atomic<int> g_num_threads{0};  // 0: DefaultThreads(), read at the first NumThreads()

@@ -9,9 +9,10 @@
 // Waiting: OpenMP workers spin between parallel regions before they sleep. libgomp spins for
 // up to 300,000 PAUSEs by default (~10 ms on recent Intel cores, where PAUSE takes ~140
 // cycles), so when other processes compete for the cores a spinning worker burns the time
-// slice a descheduled team member needs to reach the barrier. threading.cc sets a short spin
-// (GOMP_SPINCOUNT=100, see kOpenMpSpinCount there) before libgomp reads its environment, unless
-// OMP_WAIT_POLICY or GOMP_SPINCOUNT is set.
+// slice a descheduled team member needs to reach the barrier. Setting GOMP_SPINCOUNT from
+// the process itself does not work (a .preinit_array setenv is undone when libc initializes
+// its environment, before libgomp reads it), so a short spin is the operator's choice
+// (README, "Kernel levels and threads").
 #ifndef TEXTGEN_ENGINE_OPS_THREADING_H_
 #define TEXTGEN_ENGINE_OPS_THREADING_H_
 

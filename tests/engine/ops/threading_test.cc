@@ -55,16 +55,6 @@ TEST_CASE("ParallelForEach runs every index once") {
   CHECK(calls == 0);
 }
 
-TEST_CASE("OpenMP gets a short spin before the process starts, unless the user chose one") {
-  // Set from .preinit_array, before libgomp read its environment; a wait policy or spin count
-  // given by the user is left alone.
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  const char* spins = std::getenv("GOMP_SPINCOUNT");
-  if (policy == nullptr) {
-    CHECK(spins != nullptr);
-  }
-}
-
 TEST_CASE("the default thread count is the process's CPU budget") {
   CHECK(DefaultNumThreads() >= 1);
   CHECK(DefaultNumThreads() <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
