@@ -18,6 +18,7 @@ B=build-fuzz
 JOBS="$(nproc)"
 
 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DTEXTGEN_MARCH=native -DTEXTGEN_ISA_LEVELS=native \
   -DTEXTGEN_FUZZ=ON >/dev/null
 cmake --build "$B" -j"$JOBS" --target fuzz_all
 
