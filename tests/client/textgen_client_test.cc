@@ -222,7 +222,8 @@ TEST_CASE("textgen-client session creates and deletes sessions for generate", "[
 TEST_CASE("textgen-client load reports throughput and latency", "[cli][server]") {
   testing::ServerProcess server(QuickStop());
   const std::string s = "load --server " + server.address() + " --prompt 'Once upon a time' ";
-  RunResult r = Client(s + "--concurrency 4 --requests 8 --max-new-tokens 16");
+  RunResult r = Client(s + "--concurrency 4 --requests 8 --max-new-tokens 16", true);
+  INFO(r.out);  // the error counts and first messages, should a request fail
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("8 requests ok, 0 errors"));
   CHECK_THAT(r.out, Catch::Contains("requests/s:"));
