@@ -1,0 +1,236 @@
+#include "server/http_connection.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <openssl/err.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace textgen::server {
+namespace {
+
+constexpr size_t kReadChunk = 16 << 10;  // one TLS record at most
+
+void AddressOf(const sockaddr_storage& addr, socklen_t len, std::string& ip, int& port) {
+  char host[NI_MAXHOST] = {};
+  char serv[NI_MAXSERV] = {};
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof(host), serv,
+                    sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+    ip = host;
+    port = std::atoi(serv);
+  }
+}
+
+}  // namespace
+
+HttpConnection::HttpConnection(int fd, SSL* ssl, Clock::duration timeout)
+    : fd_(fd), ssl_(ssl), handshake_done_(ssl == nullptr), timeout_(timeout) {}
+
+HttpConnection::~HttpConnection() {
+  if (ssl_ != nullptr) {
+    // A close_notify when it can go out at once; the socket is closed either way.
+    if (handshake_done_) SSL_shutdown(ssl_);
+    SSL_free(ssl_);
+  }
+  ::shutdown(fd_, SHUT_RDWR);
+  ::close(fd_);
+}
+
+HttpConnection::Progress HttpConnection::Advance() {
+  if (!handshake_done_) {
+    ERR_clear_error();
+    const int r = SSL_accept(ssl_);
+    if (r != 1) {
+      const int e = SSL_get_error(ssl_, r);
+      if (e == SSL_ERROR_WANT_READ) return Progress::kWantRead;
+      if (e == SSL_ERROR_WANT_WRITE) return Progress::kWantWrite;
+      return Progress::kClosed;  // not TLS, no client certificate, or not one we trust
+    }
+    handshake_done_ = true;
+  }
+  while (!HeaderComplete() && Buffered() < kMaxHeaderBytes) {
+    size_t n = 0;
+    switch (ReadSome(kReadChunk, &n)) {
+      case Io::kData:
+        break;
+      case Io::kWantRead:
+        return Progress::kWantRead;
+      case Io::kWantWrite:
+        return Progress::kWantWrite;
+      case Io::kEof:
+      case Io::kError:
+        return Progress::kClosed;
+    }
+  }
+  return Progress::kReady;
+}
+
+bool HttpConnection::HeaderComplete() {
+  const size_t from = std::max(in_pos_, header_scan_);
+  const size_t at = in_.find("\r\n\r\n", from >= 3 ? from - 3 : 0);
+  if (at != std::string::npos) return true;
+  header_scan_ = in_.size();
+  return false;
+}
+
+void HttpConnection::BeginRequest() {
+  read_deadline_ = Clock::now() + timeout_;
+  ++requests_served_;
+  // What the last request left unread (pipelined bytes) moves to the front of the buffer.
+  in_.erase(0, in_pos_);
+  in_pos_ = 0;
+  header_scan_ = 0;
+}
+
+HttpConnection::Io HttpConnection::ReadSome(size_t max, size_t* n) {
+  const size_t old = in_.size();
+  in_.resize(old + max);
+  Io io = Io::kError;
+  if (ssl_ == nullptr) {
+    const ssize_t r = ::recv(fd_, in_.data() + old, max, 0);
+    if (r > 0) {
+      *n = static_cast<size_t>(r);
+      io = Io::kData;
+    } else if (r == 0) {
+      io = Io::kEof;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      io = Io::kWantRead;
+    }
+  } else {
+    ERR_clear_error();
+    const int r = SSL_read(ssl_, in_.data() + old, static_cast<int>(max));
+    if (r > 0) {
+      *n = static_cast<size_t>(r);
+      io = Io::kData;
+    } else {
+      const int e = SSL_get_error(ssl_, r);
+      io = e == SSL_ERROR_WANT_READ     ? Io::kWantRead
+           : e == SSL_ERROR_WANT_WRITE  ? Io::kWantWrite
+           : e == SSL_ERROR_ZERO_RETURN ? Io::kEof
+                                        : Io::kError;
+    }
+  }
+  in_.resize(old + (io == Io::kData ? *n : 0));
+  return io;
+}
+
+HttpConnection::Io HttpConnection::WriteSome(const char* ptr, size_t size, size_t* n) {
+  if (ssl_ == nullptr) {
+    const ssize_t r = ::send(fd_, ptr, size, MSG_NOSIGNAL);
+    if (r >= 0) {
+      *n = static_cast<size_t>(r);
+      return Io::kData;
+    }
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? Io::kWantWrite : Io::kError;
+  }
+  ERR_clear_error();
+  const int r = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, 1 << 30)));
+  if (r > 0) {
+    *n = static_cast<size_t>(r);
+    return Io::kData;
+  }
+  const int e = SSL_get_error(ssl_, r);
+  return e == SSL_ERROR_WANT_WRITE  ? Io::kWantWrite
+         : e == SSL_ERROR_WANT_READ ? Io::kWantRead
+                                    : Io::kError;
+}
+
+bool HttpConnection::WaitFor(short events, Clock::time_point deadline) const {
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd_, events, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+    if (r > 0) return true;  // ready, or an error the next read / write reports
+    if (r < 0 && errno != EINTR) return false;
+  }
+}
+
+bool HttpConnection::is_readable() const {
+  if (Buffered() > 0 || (ssl_ != nullptr && SSL_pending(ssl_) > 0)) return true;
+  return WaitFor(POLLIN, std::min(read_deadline_, Clock::now() + timeout_));
+}
+
+bool HttpConnection::is_writable() const {
+  pollfd p{fd_, POLLOUT, 0};
+  const int ms =
+      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count());
+  // Writable within the timeout, and not reset or hung up.
+  return ::poll(&p, 1, ms) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL)) == 0;
+}
+
+ssize_t HttpConnection::read(char* ptr, size_t size) {
+  while (Buffered() == 0) {
+    in_.clear();
+    in_pos_ = 0;
+    size_t n = 0;
+    // Each wait is bounded by the timeout, and the request as a whole by its deadline: a body
+    // trickling in cannot hold the worker for longer.
+    const auto deadline = std::min(read_deadline_, Clock::now() + timeout_);
+    switch (ReadSome(kReadChunk, &n)) {
+      case Io::kData:
+        break;
+      case Io::kEof:
+        return 0;
+      case Io::kWantRead:
+        if (!WaitFor(POLLIN, deadline)) return -1;
+        break;
+      case Io::kWantWrite:
+        if (!WaitFor(POLLOUT, deadline)) return -1;
+        break;
+      case Io::kError:
+        return -1;
+    }
+  }
+  const size_t n = std::min(size, Buffered());
+  std::memcpy(ptr, in_.data() + in_pos_, n);
+  in_pos_ += n;
+  return static_cast<ssize_t>(n);
+}
+
+ssize_t HttpConnection::write(const char* ptr, size_t size) {
+  size_t done = 0;
+  auto deadline = Clock::now() + timeout_;
+  while (done < size) {
+    size_t n = 0;
+    switch (WriteSome(ptr + done, size - done, &n)) {
+      case Io::kData:
+        done += n;
+        deadline = Clock::now() + timeout_;  // the client is taking what is written
+        break;
+      case Io::kWantWrite:
+        if (!WaitFor(POLLOUT, deadline)) return -1;
+        break;
+      case Io::kWantRead:
+        if (!WaitFor(POLLIN, deadline)) return -1;
+        break;
+      default:
+        return -1;
+    }
+  }
+  return static_cast<ssize_t>(size);
+}
+
+void HttpConnection::get_remote_ip_and_port(std::string& ip, int& port) const {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    AddressOf(addr, len, ip, port);
+  }
+}
+
+void HttpConnection::get_local_ip_and_port(std::string& ip, int& port) const {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    AddressOf(addr, len, ip, port);
+  }
+}
+
+}  // namespace textgen::server
