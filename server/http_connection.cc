@@ -16,7 +16,11 @@ namespace {
 
 constexpr size_t kReadChunk = 16 << 10;  // one TLS record at most
 
-void AddressOf(const sockaddr_storage& addr, socklen_t len, std::string& ip, int& port) {
+// The address getpeername or getsockname (`name`) reports for `fd`, as text and a port.
+void AddressOf(int fd, int (*name)(int, sockaddr*, socklen_t*), std::string& ip, int& port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (name(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
   char host[NI_MAXHOST] = {};
   char serv[NI_MAXSERV] = {};
   if (::getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof(host), serv,
@@ -140,6 +144,10 @@ HttpConnection::Io HttpConnection::WriteSome(const char* ptr, size_t size, size_
                                     : Io::kError;
 }
 
+bool HttpConnection::WaitFor(Io want, Clock::time_point deadline) const {
+  return WaitFor(want == Io::kWantRead ? POLLIN : POLLOUT, deadline);
+}
+
 bool HttpConnection::WaitFor(short events, Clock::time_point deadline) const {
   while (true) {
     const auto left =
@@ -161,8 +169,12 @@ bool HttpConnection::is_writable() const {
   pollfd p{fd_, POLLOUT, 0};
   const int ms =
       static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count());
-  // Writable within the timeout, and not reset or hung up.
-  return ::poll(&p, 1, ms) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL)) == 0;
+  if (::poll(&p, 1, ms) <= 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) return false;
+  // A client that closed its end (EOF waiting to be read) is gone too, as httplib judges it: a
+  // streamed answer stops at once instead of at its next failed write.
+  char c;
+  const ssize_t r = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
 }
 
 ssize_t HttpConnection::read(char* ptr, size_t size) {
@@ -173,20 +185,9 @@ ssize_t HttpConnection::read(char* ptr, size_t size) {
     // Each wait is bounded by the timeout, and the request as a whole by its deadline: a body
     // trickling in cannot hold the worker for longer.
     const auto deadline = std::min(read_deadline_, Clock::now() + timeout_);
-    switch (ReadSome(kReadChunk, &n)) {
-      case Io::kData:
-        break;
-      case Io::kEof:
-        return 0;
-      case Io::kWantRead:
-        if (!WaitFor(POLLIN, deadline)) return -1;
-        break;
-      case Io::kWantWrite:
-        if (!WaitFor(POLLOUT, deadline)) return -1;
-        break;
-      case Io::kError:
-        return -1;
-    }
+    const Io io = ReadSome(kReadChunk, &n);
+    if (io == Io::kEof) return 0;
+    if (io == Io::kError || (io != Io::kData && !WaitFor(io, deadline))) return -1;
   }
   const size_t n = std::min(size, Buffered());
   std::memcpy(ptr, in_.data() + in_pos_, n);
@@ -199,38 +200,23 @@ ssize_t HttpConnection::write(const char* ptr, size_t size) {
   auto deadline = Clock::now() + timeout_;
   while (done < size) {
     size_t n = 0;
-    switch (WriteSome(ptr + done, size - done, &n)) {
-      case Io::kData:
-        done += n;
-        deadline = Clock::now() + timeout_;  // the client is taking what is written
-        break;
-      case Io::kWantWrite:
-        if (!WaitFor(POLLOUT, deadline)) return -1;
-        break;
-      case Io::kWantRead:
-        if (!WaitFor(POLLIN, deadline)) return -1;
-        break;
-      default:
-        return -1;
+    const Io io = WriteSome(ptr + done, size - done, &n);
+    if (io == Io::kData) {
+      done += n;
+      deadline = Clock::now() + timeout_;  // the client is taking what is written
+    } else if (io == Io::kEof || io == Io::kError || !WaitFor(io, deadline)) {
+      return -1;
     }
   }
   return static_cast<ssize_t>(size);
 }
 
 void HttpConnection::get_remote_ip_and_port(std::string& ip, int& port) const {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    AddressOf(addr, len, ip, port);
-  }
+  AddressOf(fd_, ::getpeername, ip, port);
 }
 
 void HttpConnection::get_local_ip_and_port(std::string& ip, int& port) const {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    AddressOf(addr, len, ip, port);
-  }
+  AddressOf(fd_, ::getsockname, ip, port);
 }
 
 }  // namespace textgen::server

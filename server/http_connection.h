@@ -59,6 +59,8 @@ class HttpConnection : public httplib::Stream {
   Io WriteSome(const char* ptr, size_t size, size_t* n);
   // Waits for `events` on the socket until `deadline`; false on timeout or error.
   bool WaitFor(short events, Clock::time_point deadline) const;
+  // The same for what a read or write wants (kWantRead or kWantWrite).
+  bool WaitFor(Io want, Clock::time_point deadline) const;
   // Whether in_ holds the end of a request header ("\r\n\r\n"); remembers how far it looked.
   bool HeaderComplete();
   size_t Buffered() const { return in_.size() - in_pos_; }
