@@ -10,6 +10,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 
 namespace textgen::server {
 namespace {
@@ -57,7 +61,7 @@ HttpConnection::Progress HttpConnection::Advance() {
     }
     handshake_done_ = true;
   }
-  while (!HeaderComplete() && Buffered() < kMaxHeaderBytes) {
+  while (!ReadyForWorker()) {
     size_t n = 0;
     switch (ReadSome(kReadChunk, &n)) {
       case Io::kData:
@@ -76,10 +80,34 @@ HttpConnection::Progress HttpConnection::Advance() {
 
 bool HttpConnection::HeaderComplete() {
   const size_t from = std::max(in_pos_, header_scan_);
-  const size_t at = in_.find("\r\n\r\n", from >= 3 ? from - 3 : 0);
-  if (at != std::string::npos) return true;
-  header_scan_ = in_.size();
-  return false;
+  const size_t at = in_.find("\r\n\r\n", from >= in_pos_ + 3 ? from - 3 : in_pos_);
+  if (at == std::string::npos) {
+    header_scan_ = in_.size();
+    return false;
+  }
+  header_end_ = at + 4;
+  return true;
+}
+
+size_t HttpConnection::ContentLength() const {
+  static constexpr std::string_view kName = "\r\ncontent-length:";
+  const auto header = std::string_view(in_).substr(in_pos_, header_end_ - in_pos_);
+  const auto it = std::search(header.begin(), header.end(), kName.begin(), kName.end(),
+                              [](char a, char b) { return absl::ascii_tolower(a) == b; });
+  if (it == header.end()) return 0;
+  const size_t from = static_cast<size_t>(it - header.begin()) + kName.size();
+  size_t n = 0;
+  // Unparsable: 0 here, and httplib refuses the request.
+  const std::string_view value = header.substr(from, header.find('\r', from) - from);
+  if (!absl::SimpleAtoi(absl::string_view(value.data(), value.size()), &n)) return 0;
+  return n;
+}
+
+bool HttpConnection::ReadyForWorker() {
+  if (!HeaderComplete()) return Buffered() >= kMaxHeaderBytes;
+  // A small body is gathered here too, so a client trickling it cannot hold a worker either.
+  const size_t need = header_end_ - in_pos_ + ContentLength();
+  return need > kMaxHeaderBytes || Buffered() >= need;
 }
 
 void HttpConnection::BeginRequest() {
@@ -181,6 +209,7 @@ ssize_t HttpConnection::read(char* ptr, size_t size) {
   while (Buffered() == 0) {
     in_.clear();
     in_pos_ = 0;
+    header_scan_ = 0;
     size_t n = 0;
     // Each wait is bounded by the timeout, and the request as a whole by its deadline: a body
     // trickling in cannot hold the worker for longer.

@@ -19,7 +19,8 @@ class HttpConnection : public httplib::Stream {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // A request header larger than this is handed to httplib as it is (httplib refuses it).
+  // The most a parked connection buffers: a request header larger than this goes to a worker
+  // as it is (httplib's limits apply there), and so does a body that would not fit with it.
   static constexpr size_t kMaxHeaderBytes = 64 << 10;
 
   // Owns `fd` (non-blocking) and `ssl` (null: plain TCP; else set up on fd, handshake pending).
@@ -32,7 +33,7 @@ class HttpConnection : public httplib::Stream {
   enum class Progress {
     kWantRead,   // nothing more to do until the socket is readable
     kWantWrite,  // the TLS handshake waits until the socket is writable
-    kReady,      // a whole request header is buffered: give it to a worker
+    kReady,      // a whole request header (and a small body) is buffered: for a worker
     kClosed,     // the client closed, reset, or failed the handshake: close it
   };
   // Never blocks: continues the TLS handshake and buffers whatever has arrived.
@@ -61,8 +62,13 @@ class HttpConnection : public httplib::Stream {
   bool WaitFor(short events, Clock::time_point deadline) const;
   // The same for what a read or write wants (kWantRead or kWantWrite).
   bool WaitFor(Io want, Clock::time_point deadline) const;
-  // Whether in_ holds the end of a request header ("\r\n\r\n"); remembers how far it looked.
+  // Whether in_ holds the end of a request header ("\r\n\r\n"), then at header_end_;
+  // remembers how far it looked.
   bool HeaderComplete();
+  // The buffered header's Content-Length; 0 without one (or chunked, or unparsable).
+  size_t ContentLength() const;
+  // Whether a worker can start: the header is buffered, and the body when it is small.
+  bool ReadyForWorker();
   size_t Buffered() const { return in_.size() - in_pos_; }
 
   int fd_;
@@ -73,6 +79,7 @@ class HttpConnection : public httplib::Stream {
   std::string in_;          // bytes received and not yet consumed, from in_pos_ on
   size_t in_pos_ = 0;       // consumed prefix of in_
   size_t header_scan_ = 0;  // in_ before this offset has no header end (avoids rescans)
+  size_t header_end_ = 0;   // just past the "\r\n\r\n" HeaderComplete found
   int requests_served_ = 0;
 };
 

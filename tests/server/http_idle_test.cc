@@ -24,8 +24,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Kind { kSilent, kHalfRequest, kTrickle, kKeptAlive };
-constexpr Kind kKinds[] = {Kind::kSilent, Kind::kHalfRequest, Kind::kTrickle, Kind::kKeptAlive};
+// Connected and silent; half a request; a header trickling in; a body trickling in; kept
+// alive, silent after one request.
+enum class Kind { kSilent, kHalfRequest, kTrickle, kSlowBody, kKeptAlive };
+constexpr Kind kKinds[] = {Kind::kSilent, Kind::kHalfRequest, Kind::kTrickle, Kind::kSlowBody,
+                           Kind::kKeptAlive};
 
 // A raw client connection to 127.0.0.1:port.
 class RawConnection {
@@ -46,21 +49,23 @@ class RawConnection {
   void Send(const std::string& bytes) { ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
 
   // Reads one HTTP response (with a Content-Length) within `timeout`; its status, 0 if none.
+  // What follows it stays buffered for the next call.
   int ReadResponse(std::chrono::milliseconds timeout) {
     const auto deadline = Clock::now() + timeout;
-    std::string in;
     size_t header_end = std::string::npos;
     size_t need = 0;
-    while (header_end == std::string::npos || in.size() < need) {
-      if (!ReadSome(deadline, &in)) return 0;
-      if (header_end == std::string::npos &&
-          (header_end = in.find("\r\n\r\n")) != std::string::npos) {
-        const size_t at = in.find("Content-Length: ");
+    while ((header_end = in_.find("\r\n\r\n")) == std::string::npos || in_.size() < need) {
+      if (header_end != std::string::npos && need == 0) {
+        const size_t at = in_.find("Content-Length: ");
         if (at == std::string::npos || at > header_end) return 0;
-        need = header_end + 4 + std::stoul(in.substr(at + 16));
+        need = header_end + 4 + std::stoul(in_.substr(at + 16));
+        continue;
       }
+      if (!ReadSome(deadline, &in_)) return 0;
     }
-    return std::stoi(in.substr(9, 3));
+    const int status = std::stoi(in_.substr(9, 3));
+    in_.erase(0, need);
+    return status;
   }
 
   // Whether the server closes (or resets) the connection within `timeout`.
@@ -91,6 +96,7 @@ class RawConnection {
   }
 
   int fd_ = -1;
+  std::string in_;  // received, not yet read as a response
 };
 
 // Bad connections of every kind, `n` each, to `port`; the trickling ones are fed one byte of a
@@ -104,6 +110,7 @@ class BadClients {
         auto c = std::make_unique<RawConnection>(port);
         if (kind == Kind::kHalfRequest) c->Send(request);
         if (kind == Kind::kTrickle) c->Send(request + "X-Slow: ");
+        if (kind == Kind::kSlowBody) c->Send(request + "Content-Length: 4000\r\n\r\n");
         if (kind == Kind::kKeptAlive) {
           c->Send(request + "\r\n");
           CHECK(c->ReadResponse(std::chrono::seconds(5)) == 200);
@@ -114,7 +121,7 @@ class BadClients {
     trickle_ = std::thread([this] {
       while (!stop_.load()) {
         for (auto& [kind, c] : conns_) {
-          if (kind == Kind::kTrickle) c->Send("a");
+          if (kind == Kind::kTrickle || kind == Kind::kSlowBody) c->Send("a");
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
@@ -197,7 +204,7 @@ TEST_CASE("idle, half-open, trickling and kept-alive connections cannot starve t
           "[server][http][metrics]") {
   // A long timeout: on a listener where each connection holds a worker, these would hold them.
   auto s = StartHttpServer({"--http-timeout", "30", "--http-threads", std::to_string(kWorkers)});
-  // 12 of each kind, 48 per listener: 3x the API's workers (and more than the 32 workers the
+  // 12 of each kind, 60 per listener: 3x the API's workers (and more than the 32 workers the
   // metrics listener once had).
   BadClients metrics_bad(s->metrics_port, 3 * kWorkers, "/metrics");
   BadClients api_bad(s->http_port, 3 * kWorkers, "/v1/models");
@@ -218,7 +225,7 @@ TEST_CASE("every kind of idle or slow HTTP connection is closed after --http-tim
   {
     BadClients metrics_bad(s->metrics_port, 3 * kWorkers, "/metrics");
     BadClients api_bad(s->http_port, 3 * kWorkers, "/v1/models");
-    CHECK(OpenFds(pid) >= fds_before + 2 * 4 * 3 * kWorkers);
+    CHECK(OpenFds(pid) >= fds_before + 2 * 5 * 3 * kWorkers);
     // 2 s after the last one opened, and slack for a loaded machine.
     const auto deadline = Clock::now() + std::chrono::seconds(6);
     for (Kind kind : kKinds) {
@@ -229,6 +236,28 @@ TEST_CASE("every kind of idle or slow HTTP connection is closed after --http-tim
   }
   NoFdLeak(pid, fds_before);
   CHECK(TimedGet(s->metrics_port, "/metrics") == 200);
+}
+
+TEST_CASE("a kept-alive connection serves request after request, pipelined ones too",
+          "[server][http][metrics]") {
+  auto s = StartHttpServer({"--http-threads", "1"});
+  RawConnection c(s->http_port);
+  const std::string get = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string post =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 40\r\n\r\n{\"prompt\": \"Once upon\", \"max_tokens\": 2}";
+  for (int i = 0; i < 3; ++i) {
+    c.Send(get);
+    CHECK(c.ReadResponse(std::chrono::seconds(5)) == 200);
+  }
+  c.Send(get + post + get);  // three in one write
+  for (int i = 0; i < 3; ++i) CHECK(c.ReadResponse(std::chrono::seconds(5)) == 200);
+  // Split anywhere, the same.
+  for (const std::string& part : {post.substr(0, 20), post.substr(20, 60), post.substr(80)}) {
+    c.Send(part);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(c.ReadResponse(std::chrono::seconds(5)) == 200);
 }
 
 TEST_CASE("beyond --http-max-connections the longest-idle connection is closed",
