@@ -35,7 +35,6 @@ HttpFront::HttpFront(int listen_fd, SSL_CTX* tls, const HttpFrontOptions& option
 HttpFront::~HttpFront() {
   Stop();
   ::close(wake_fd_);
-  ::close(listen_fd_);
 }
 
 void HttpFront::Stop() {
@@ -92,6 +91,8 @@ void HttpFront::FrontLoop() {
     TakeReturned();
     if (fds[0].revents != 0) AcceptAll();
   }
+  // Refuse new connections at once rather than leave them in the kernel's queue.
+  ::close(listen_fd_);
   while (!parked_.empty()) Close(parked_.begin());
 }
 

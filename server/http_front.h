@@ -3,11 +3,12 @@
 //
 // One front thread accepts connections and keeps every connection that is not being served in
 // a poll set: new ones, and kept-alive ones between requests. There it finishes the TLS
-// handshake and gathers the request header without blocking; only a connection whose whole
-// header has arrived goes to a worker. A parked connection that has not delivered a complete
-// header within `timeout` (after connecting or after its previous response) is closed, so a
-// silent, half-open or trickling (slowloris) client holds a socket for at most that long and a
-// worker never. At `max_connections` open, a new connection closes the longest-parked one.
+// handshake and gathers the request header (and a small body: HttpConnection::kMaxHeaderBytes
+// in all) without blocking; only a connection whose request has arrived goes to a worker. A
+// parked connection that has not delivered it within `timeout` (after connecting or after its
+// previous response) is closed, so a silent, half-open or trickling (slowloris) client holds a
+// socket for at most that long and a worker never. At `max_connections` open, a new connection
+// closes the longest-parked one.
 #ifndef TEXTGEN_SERVER_HTTP_FRONT_H_
 #define TEXTGEN_SERVER_HTTP_FRONT_H_
 
@@ -44,8 +45,8 @@ class HttpFront {
   using ServeFn =
       std::function<bool(HttpConnection& conn, bool close_connection, bool& connection_closed)>;
 
-  // Takes `listen_fd` (bound and listening) and serves it until Stop(). `tls` (not owned, may be
-  // null for plain HTTP) must outlive this.
+  // Takes `listen_fd` (bound, listening, non-blocking; closed at Stop()) and serves it until
+  // Stop(). `tls` (not owned, may be null for plain HTTP) must outlive this.
   HttpFront(int listen_fd, SSL_CTX* tls, const HttpFrontOptions& options, ServeFn serve);
   // Stop().
   ~HttpFront();
