@@ -1,5 +1,7 @@
 #include "server/http_front.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -118,6 +120,10 @@ void HttpFront::AcceptAll() {
       }
       Close(parked_.begin());
     }
+    // httplib writes a response's header and body (and each streamed chunk) separately: with
+    // Nagle's algorithm each later write would wait for the client's delayed ACK (~40 ms).
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     SSL* ssl = nullptr;
     if (tls_ != nullptr) {
       ssl = SSL_new(tls_);
