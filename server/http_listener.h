@@ -1,14 +1,13 @@
-// One cpp-httplib server on its own accept thread, bound before it serves: the metrics endpoint
-// and the OpenAI-compatible API each run one. Owns the address parsing, the socket options and
-// the bounded worker pool and timeouts that keep slow or idle clients from holding the listener.
+// One HTTP listener, bound before it serves: the metrics endpoint and the OpenAI-compatible API
+// each run one. cpp-httplib parses requests and routes them; the accept loop, TLS and the
+// workers are HttpFront's, which keeps idle and slow clients out of the workers (issue 15 row 8).
+// Owns the address parsing, the socket options, the TLS context and the limits.
 #ifndef TEXTGEN_SERVER_HTTP_LISTENER_H_
 #define TEXTGEN_SERVER_HTTP_LISTENER_H_
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -17,17 +16,23 @@
 namespace httplib {
 class Server;
 }
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX
 
 namespace textgen::server {
 
+class HttpFront;
+
 struct HttpListenerOptions {
-  // Worker threads: each connection holds one while it is served (a streamed response for its
-  // whole length); connections beyond wait in httplib's queue.
+  // Worker threads: a request holds one while it is served (a streamed response for its whole
+  // length); requests beyond wait in a queue. Idle connections hold none.
   int threads = 4;
-  // A client that sends nothing for this long (mid-request, or idle on a kept-alive
-  // connection), or does not take what is written for this long, is disconnected and frees its
-  // worker.
+  // A connection must deliver a whole request header within this long (after connecting, or
+  // after its previous response), and the body within this long again; a client that does not
+  // take what is written for this long is disconnected too.
   absl::Duration timeout = absl::Seconds(10);
+  // Open connections at most; one more closes the connection that has waited longest for its
+  // next request (or is refused when all are being served).
+  int max_connections = 512;
   // Larger request bodies get 413.
   size_t max_body_bytes = 8u << 20;
   // Serve HTTPS with these (checked with CheckTlsFiles before); off: plain HTTP.
@@ -48,16 +53,21 @@ class HttpListener {
   HttpListener(const HttpListener&) = delete;
   HttpListener& operator=(const HttpListener&) = delete;
 
-  // Stops listening, waits for the requests being served, joins the thread; idempotent.
+  // Stops listening, closes idle connections, waits for the requests being served; idempotent.
   void Stop();
   int port() const { return port_; }
 
  private:
+  struct TlsContextFree {
+    void operator()(ssl_ctx_st* ctx) const;
+  };
+
   HttpListener() = default;
 
+  // Destroyed in reverse: the front (and its threads) first.
   std::unique_ptr<httplib::Server> http_;
-  std::atomic<bool> listen_returned_{false};
-  std::thread thread_;
+  std::unique_ptr<ssl_ctx_st, TlsContextFree> tls_;
+  std::unique_ptr<HttpFront> front_;
   int port_ = 0;
 };
 

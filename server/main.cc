@@ -78,8 +78,12 @@ void AddServingFlags(cli::FlagSet& f, ServerOptions& o) {
         "HTTP API workers; each streamed answer holds one (default 0:\n--max-active + "
         "--max-queued + 16)");
   f.Add("--http-timeout", &o.http_timeout, cli::Seconds(1), "SECONDS",
-        "an HTTP client that sends nothing, or reads nothing, for this\nlong is disconnected "
-        "(default 10)");
+        "an HTTP connection that has not sent a whole request header\nthis long after "
+        "connecting (or after its last response), or\nthat sends or reads nothing for this "
+        "long, is closed (default 10)");
+  f.Add("--http-max-connections", &o.http_max_connections, cli::Int<int>(1, 1 << 20), "N",
+        "open connections per HTTP listener (API, metrics); one more\ncloses the one idle "
+        "longest (default 512)");
 }
 
 // Arithmetic, threads, context and the KV cache pool.

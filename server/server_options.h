@@ -21,8 +21,13 @@ struct ServerOptions {
   // 0: max_active + max_queued requests + 16, so every request the engine could hold gets a
   // worker (and those beyond a quick 429) while a few are left for models and page requests.
   int http_threads = 0;
-  // An HTTP client idle (or not reading) this long is disconnected, freeing its worker.
+  // An HTTP connection that has not sent a whole request header this long after connecting
+  // (or after its previous response), or sends nothing or reads nothing for this long while
+  // served, is disconnected. Waiting connections hold no worker.
   absl::Duration http_timeout = absl::Seconds(10);
+  // Open connections per HTTP listener (API, metrics); beyond, the longest-waiting idle one is
+  // closed.
+  int http_max_connections = 512;
   // TLS on every listener (gRPC, the HTTP API, metrics); off without a certificate. With
   // tls.client_ca, clients must present a certificate it signed (mutual TLS).
   TlsFiles tls;

@@ -18,7 +18,7 @@ namespace textgen::server {
 namespace {
 
 constexpr char kServiceName[] = "textgen.v1.TextGeneration";
-constexpr int kMetricsThreads = 32;
+constexpr int kMetricsThreads = 4;
 
 // The kernels' instruction-set level is chosen at run time from the CPU: say which one runs
 // and why (a cap, a refused AMX permission). A bad TEXTGEN_MAX_ISA fails the start.
@@ -128,10 +128,11 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
   const char* scheme = options.tls.enabled() ? "https" : "http";
   if (!options.metrics_listen.empty()) {
     HttpListenerOptions metrics;
-    // A scrape is quick, but each connection holds a worker while it is open: enough workers
-    // that a few idle or slow connections cannot keep Prometheus out.
+    // A scrape is quick, and idle or slow connections hold no worker (HttpFront): a few
+    // workers serve Prometheus and a curl or two at once.
     metrics.threads = kMetricsThreads;
     metrics.timeout = options.http_timeout;
+    metrics.max_connections = options.http_max_connections;
     metrics.tls = options.tls;
     TG_ASSIGN_OR_RETURN(s->metrics_http_,
                         MetricsHttpServer::Start(options.metrics_listen, metrics,
@@ -147,6 +148,7 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
                                             : options.engine.max_active_requests +
                                                   options.engine.max_queued_requests + 16;
     http.timeout = options.http_timeout;
+    http.max_connections = options.http_max_connections;
     // Room for a prompt of the largest size allowed, JSON-escaped, and the rest of the body.
     http.max_body_bytes =
         std::max<size_t>(http.max_body_bytes, 2 * options.limits.max_prompt_bytes + (1 << 20));

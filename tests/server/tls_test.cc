@@ -13,23 +13,6 @@
 namespace textgen::testing {
 namespace {
 
-std::unique_ptr<HttpServer> StartTlsServer(const TestCerts& c, std::vector<std::string> extra = {},
-                                           const std::string& client_cert = "",
-                                           const std::string& client_key = "") {
-  auto s = std::make_unique<HttpServer>();
-  s->http_port = PickFreePort();
-  s->metrics_port = PickFreePort();
-  ServerProcessOptions o;
-  o.extra_args = {"--http-listen",    "127.0.0.1:" + std::to_string(s->http_port),
-                  "--metrics-listen", "127.0.0.1:" + std::to_string(s->metrics_port),
-                  "--tls-cert",       c.server_cert,
-                  "--tls-key",        c.server_key};
-  o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
-  o.credentials = TlsCredentials(c.server_cert, client_cert, client_key);
-  s->process = std::make_unique<ServerProcess>(o);
-  return s;
-}
-
 grpc::Status ModelInfo(const std::shared_ptr<grpc::Channel>& channel) {
   auto stub = v1::TextGeneration::NewStub(channel);
   grpc::ClientContext ctx;

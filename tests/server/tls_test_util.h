@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "tests/server/openai_test_util.h"
 #include "tests/test_util.h"
 
 namespace textgen::testing {
@@ -94,6 +96,26 @@ inline std::shared_ptr<grpc::ChannelCredentials> TlsCredentials(const std::strin
     ssl.pem_private_key = ReadFile(key_file);
   }
   return grpc::SslCredentials(ssl);
+}
+
+// A textgen-server with TLS on all three listeners (gRPC, HTTP API, metrics), probed over TLS
+// (with a client certificate for mutual TLS).
+inline std::unique_ptr<HttpServer> StartTlsServer(const TestCerts& c,
+                                                  std::vector<std::string> extra = {},
+                                                  const std::string& client_cert = "",
+                                                  const std::string& client_key = "") {
+  auto s = std::make_unique<HttpServer>();
+  s->http_port = PickFreePort();
+  s->metrics_port = PickFreePort();
+  ServerProcessOptions o;
+  o.extra_args = {"--http-listen",    "127.0.0.1:" + std::to_string(s->http_port),
+                  "--metrics-listen", "127.0.0.1:" + std::to_string(s->metrics_port),
+                  "--tls-cert",       c.server_cert,
+                  "--tls-key",        c.server_key};
+  o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
+  o.credentials = TlsCredentials(c.server_cert, client_cert, client_key);
+  s->process = std::make_unique<ServerProcess>(o);
+  return s;
 }
 
 }  // namespace textgen::testing
