@@ -177,7 +177,8 @@ float DotQ3KSimd(const BlockQ3_K& w, const BlockQ8_K& a) {
   return a.d * half::F16ToF32(w.d) * static_cast<float>(HSum(acc) - offset);
 }
 
-float DotQ5KSimd(const BlockQ5_K& w, const BlockQ8_K& a) {
+// Unused at the VNNI levels, where the tiles of kquant_dot.cc serve Q5_K and IQ4_XS.
+[[maybe_unused]] float DotQ5KSimd(const BlockQ5_K& w, const BlockQ8_K& a) {
   uint8_t sc[8], mn[8];
   for (int j = 0; j < 8; ++j) KScaleMin(j, w.scales, &sc[j], &mn[j]);
   const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
@@ -201,7 +202,7 @@ float DotQ5KSimd(const BlockQ5_K& w, const BlockQ8_K& a) {
          a.d * half::F16ToF32(w.dmin) * static_cast<float>(summs);
 }
 
-float DotIQ4XSSimd(const BlockIQ4_XS& w, const BlockQ8_K& a) {
+[[maybe_unused]] float DotIQ4XSSimd(const BlockIQ4_XS& w, const BlockQ8_K& a) {
   const __m256i table =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
