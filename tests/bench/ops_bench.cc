@@ -117,10 +117,10 @@ void BenchInvariance() {
     int64_t out, in;
   };
   std::mt19937 rng(5);
-  for (const auto [type, compute] : {std::pair{WeightType::kF32, LinearCompute::kF32},
-                                     {WeightType::kF32, LinearCompute::kBf16},
-                                     {WeightType::kQ8_0, LinearCompute::kBf16},
-                                     {WeightType::kQ4_K, LinearCompute::kBf16}}) {
+  for (const auto& [type, compute] : {std::pair{WeightType::kF32, LinearCompute::kF32},
+                                      {WeightType::kF32, LinearCompute::kBf16},
+                                      {WeightType::kQ8_0, LinearCompute::kBf16},
+                                      {WeightType::kQ4_K, LinearCompute::kBf16}}) {
     for (const Shape s : {Shape{768, 768}, Shape{2048, 768}, Shape{768, 2048}}) {
       const std::vector<float> wf = Random(s.out * s.in, 1);
       std::vector<uint8_t> wq(WeightView{type, nullptr, s.out, s.in}.bytes());
