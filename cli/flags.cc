@@ -128,6 +128,14 @@ ValueParser<std::string> OneOf(std::vector<std::string> words) {
   };
 }
 
+ValueParser<bool> OnOff() {
+  return [](const std::string& value, bool* out) {
+    if (value != "on" && value != "off") return std::string("on or off");
+    *out = value == "on";
+    return std::string();
+  };
+}
+
 ValueParser<std::vector<int32_t>> IntList() {
   return [](const std::string& value, std::vector<int32_t>* out) {
     out->clear();

@@ -57,6 +57,8 @@ ValueParser<absl::Duration> Seconds(double min);
 ValueParser<std::string> HostPort();
 // One of `words`.
 ValueParser<std::string> OneOf(std::vector<std::string> words);
+// "on" (true) or "off" (false).
+ValueParser<bool> OnOff();
 // Comma-separated 32-bit integers (token ids), at least one.
 ValueParser<std::vector<int32_t>> IntList();
 

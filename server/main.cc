@@ -95,6 +95,11 @@ void AddEngineFlags(cli::FlagSet& f, EngineOptions& e) {
         e.model.llama.linear.compute =
             v == "bf16" ? ops::LinearCompute::kBf16 : ops::LinearCompute::kF32;
       });
+  f.Add("--batch-invariant", &e.model.llama.linear.batch_invariant, cli::OnOff(), "on|off",
+        "on (default): a request's tokens do not depend on what else\nruns in the same step "
+        "(every matmul row computed alone, in a\nfixed order); off: prefill chunks use oneDNN, "
+        "faster on some\nCPUs, but a greedy or seeded request may then change its answer\n"
+        "with the server's load (README: Batch invariance)");
   f.Add("--threads", &e.model.threads, cli::Int<int>(0, 1024), "N",
         "compute threads (0 = chosen from the model size; default 0)");
   f.Add("--context", &e.model.llama.n_ctx, cli::Int<int>(1, kIntMax), "N",

@@ -49,6 +49,7 @@ struct Args {
   int block_size = 16;
   int kv_blocks = 0;
   bool bf16 = true;
+  bool batch_invariant = true;
   std::optional<KvType> kv_type;  // unset: AutoKvType of the compute mode
 };
 
@@ -156,6 +157,12 @@ void AddEngineFlags(cli::FlagSet& f, Args& a) {
   f.AddWith<std::string>("--compute", cli::OneOf({"f32", "bf16"}), "bf16|f32",
                          "matmul arithmetic: bf16 (fast, default) or f32 (exact, for parity work)",
                          [&a](const std::string& v) { a.bf16 = v == "bf16"; });
+  // TEXTGEN_BATCH_INVARIANT too, as for textgen-server.
+  f.SetEnvPrefix("TEXTGEN_");
+  f.Add("--batch-invariant", &a.batch_invariant, cli::OnOff(), "on|off",
+        "on (default): each row of a batch computed alone, in a fixed\norder; off: prefill "
+        "through oneDNN (faster on some CPUs)");
+  f.SetEnvPrefix("");
   f.Add("--threads", &a.threads, cli::Int<int>(1, kIntMax), "N",
         "compute threads (default: chosen for the model size)");
   f.Add("--context", &a.n_ctx, cli::Int<int>(1, kIntMax), "N",
@@ -241,6 +248,7 @@ int RunGenerate(const Args& a) {
   model_options.threads = a.threads;
   model_options.llama.n_ctx = a.n_ctx;
   if (a.bf16) model_options.llama.linear.compute = ops::LinearCompute::kBf16;
+  model_options.llama.linear.batch_invariant = a.batch_invariant;
   auto model = Model::Load(a.model, model_options);
   if (!model.ok()) Die(std::string(model.status().message()));
   Model& m = **model;

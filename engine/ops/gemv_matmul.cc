@@ -1,10 +1,12 @@
 #include "engine/ops/gemv_matmul.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/ops/direct_matmul.h"
 #include "engine/ops/gemv_bf16_dot.h"
+#include "engine/ops/gemv_blocking.h"
 #include "engine/ops/gemv_float.h"
 #include "engine/ops/kquant_dot.h"
 #include "engine/ops/kquant_dot_more.h"
@@ -14,38 +16,42 @@
 #include "engine/ops/threading.h"
 
 namespace textgen::ops {
-namespace {
-
-// Rows per range start: whole register tiles (the kernels take up to 8 weight rows per tile).
-constexpr int64_t kRowAlign = 16;
-
-}  // namespace
 
 absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
   const int64_t out = w_.out, in = w_.in;
-  const int threads = static_cast<int64_t>(w_.bytes()) >= parallel_min_bytes_ ? NumThreads() : 1;
+  // Threads once the call streams parallel_min_bytes of weights (once per 4 activation rows).
+  const int64_t streamed = static_cast<int64_t>(w_.bytes()) * std::max<int64_t>(1, n / 4);
+  const int threads = streamed >= parallel_min_bytes_ ? NumThreads() : 1;
+  const int64_t wrb = static_cast<int64_t>(w_.row_bytes());
+  // Every branch: y rows [i0, i1) x columns [r0, r1) from the activations of rows [i0, i1).
+  auto blocks = [&](int64_t x_row_bytes, auto kernel) {
+    RunGemvBlocks(n, out, x_row_bytes, wrb, threads, kernel);
+  };
   if (Vnni()) {
     // Activations quantized once per call, shared read-only by all threads: xq [n, in/32].
     thread_local std::vector<BlockQ8_0> xq;
-    xq.resize(static_cast<size_t>(n * (in / kQ8_0Block)));
+    const int64_t nb = in / kQ8_0Block;
+    xq.resize(static_cast<size_t>(n * nb));
     QuantizeActivationsQ8_0(x, n, in, xq.data());
     const BlockQ8_0* q = xq.data();
-    ParallelFor(out, kRowAlign, threads,
-                [&](int64_t r0, int64_t r1) { GemvQ8_0Vnni(w_, q, n, y, out, r0, r1); });
+    blocks(nb * sizeof(BlockQ8_0), [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
+      GemvQ8_0Vnni(w_, q + i0 * nb, i1 - i0, y + i0 * out, out, r0, r1);
+    });
     return absl::OkStatus();
   }
   if (KQuantInt8()) {
     // Activations quantized to Q8_K once per call, shared by all threads: xq [n, in/256].
     thread_local std::vector<BlockQ8_K> xk;
-    xk.resize(static_cast<size_t>(n * (in / kQkK)));
+    const int64_t nb = in / kQkK;
+    xk.resize(static_cast<size_t>(n * nb));
     QuantizeActivationsQ8_K(x, n, in, xk.data());
     const BlockQ8_K* q = xk.data();
     const bool more = !HasKQuantInt8(w_.type);
-    ParallelFor(out, kRowAlign, threads, [&](int64_t r0, int64_t r1) {
+    blocks(nb * sizeof(BlockQ8_K), [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
       if (more) {
-        GemvKQuantInt8More(w_, q, n, y, out, r0, r1);
+        GemvKQuantInt8More(w_, q + i0 * nb, i1 - i0, y + i0 * out, out, r0, r1);
       } else {
-        GemvKQuantInt8(w_, q, n, y, out, r0, r1);
+        GemvKQuantInt8(w_, q + i0 * nb, i1 - i0, y + i0 * out, out, r0, r1);
       }
     });
     return absl::OkStatus();
@@ -53,11 +59,13 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
   if (SmallQuantInt8()) {
     // Activations quantized to Q8_0 / Q8_1 blocks once per call: xs [n, in/32].
     thread_local std::vector<BlockQ8_1> xs;
-    xs.resize(static_cast<size_t>(n * (in / kQkSmall)));
+    const int64_t nb = in / kQkSmall;
+    xs.resize(static_cast<size_t>(n * nb));
     QuantizeActivationsQ8_1(x, n, in, xs.data());
     const BlockQ8_1* q = xs.data();
-    ParallelFor(out, kRowAlign, threads,
-                [&](int64_t r0, int64_t r1) { GemvSmallQuantInt8(w_, q, n, y, out, r0, r1); });
+    blocks(nb * sizeof(BlockQ8_1), [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
+      GemvSmallQuantInt8(w_, q + i0 * nb, i1 - i0, y + i0 * out, out, r0, r1);
+    });
     return absl::OkStatus();
   }
   if (Bf16Dot()) {
@@ -66,27 +74,31 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
     xb.resize(static_cast<size_t>(n * in));
     ToBf16Activations(x, n * in, xb.data());
     const uint16_t* b = xb.data();
-    ParallelFor(out, kRowAlign, threads,
-                [&](int64_t r0, int64_t r1) { GemvBf16Dot(w_, b, n, y, out, r0, r1); });
+    blocks(in * 4, [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
+      GemvBf16Dot(w_, b + i0 * in, i1 - i0, y + i0 * out, out, r0, r1);
+    });
     return absl::OkStatus();
   }
-  ParallelFor(out, kRowAlign, threads, [&](int64_t r0, int64_t r1) {
+  blocks(in * 4, [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
+    const float* xi = x + i0 * in;
+    float* yi = y + i0 * out;
+    const int64_t m = i1 - i0;
     switch (w_.type) {
       case WeightType::kF32:
-        DirectMatmulF32Strided(reinterpret_cast<const float*>(w_.row(r0)), r1 - r0, in, x, n,
-                               y + r0, out);
+        DirectMatmulF32Strided(reinterpret_cast<const float*>(w_.row(r0)), r1 - r0, in, xi, m,
+                               yi + r0, out);
         break;
       case WeightType::kF16:
-        GemvF16(w_, x, n, y, out, r0, r1);
+        GemvF16(w_, xi, m, yi, out, r0, r1);
         break;
       case WeightType::kBf16:
-        GemvBf16(w_, x, n, y, out, r0, r1);
+        GemvBf16(w_, xi, m, yi, out, r0, r1);
         break;
       case WeightType::kQ8_0:
-        GemvQ8_0Exact(w_, x, n, y, out, r0, r1);
+        GemvQ8_0Exact(w_, xi, m, yi, out, r0, r1);
         break;
       default:
-        GemvQuantExact(w_, x, n, y, out, r0, r1);
+        GemvQuantExact(w_, xi, m, yi, out, r0, r1);
         break;
     }
   });

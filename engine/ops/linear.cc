@@ -78,7 +78,10 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const WeightView& w,
     linear->gemv_ =
         std::make_unique<GemvMatmul>(linear->w_, options.compute, options.parallel_min_bytes);
   }
-  if (options.kernel != LinearKernel::kGemv) {
+  // Batch-invariant kAuto serves every n with the GEMV kernels: no oneDNN primitive needed.
+  const bool many_rows_kernel = options.kernel == LinearKernel::kOneDnn ||
+                                (options.kernel == LinearKernel::kAuto && !options.batch_invariant);
+  if (many_rows_kernel) {
     if (options.compute == LinearCompute::kBf16 && options.kernel == LinearKernel::kAuto &&
         AmxBf16Matmul::Available()) {
       // Weights AMX cannot stream as stored (Q8_0): widened per L2 tile for many-row calls.

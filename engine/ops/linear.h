@@ -4,10 +4,14 @@
 // LinearCompute::kBf16, F32 and F16 weights are converted once to BF16 at Create. Prepared once
 // at load time; Forward then serves any row count n >= 1 (decode tokens of many sequences plus
 // prefill chunks) without creating oneDNN primitives. Per call it picks:
-//   - GemvMatmul for n <= gemv_max_rows (decode: memory-bound, each weight streamed once);
-//   - OneDnnMatmul otherwise (prefill: compute-bound; weights oneDNN cannot read are widened
-//     tile by tile in L2).
-// Exception: with kBf16 on a CPU with AMX, BF16 weights go to AmxBf16Matmul for every n.
+//   - with options.batch_invariant (the default): GemvMatmul for every n, cache-blocked for
+//     many rows, so a row's result depends on that row alone (engine/ops/gemv_blocking.h);
+//   - otherwise GemvMatmul for n <= gemv_max_rows (decode: memory-bound, each weight streamed
+//     once) and OneDnnMatmul above (prefill: compute-bound; weights oneDNN cannot read are
+//     widened tile by tile in L2), whose reduction order depends on n.
+// Exception: with kBf16 on a CPU with AMX, BF16 weights go to AmxBf16Matmul for every n (each
+// row's C tile accumulates the same K tiles in the same order whatever n: batch-invariant by
+// construction, though untested on the machines this was written on, which lack AMX).
 //
 // Thread safety: Forward is const and may be called concurrently from any threads.
 #ifndef TEXTGEN_ENGINE_OPS_LINEAR_H_
@@ -64,9 +68,10 @@ class Linear {
   WeightView w_;
   std::unique_ptr<uint8_t, FreeDeleter> owned_;  // copied or converted weights, 64-byte aligned
   size_t streamed_bytes_ = 0;
-  std::unique_ptr<MatmulKernel> amx_;     // kBf16 on AMX CPUs: serves every n
-  std::unique_ptr<MatmulKernel> gemv_;    // null with kernel == kOneDnn
-  std::unique_ptr<MatmulKernel> onednn_;  // many rows: oneDNN or WidenAmxMatmul; null with kGemv
+  std::unique_ptr<MatmulKernel> amx_;   // kBf16 on AMX CPUs: serves every n
+  std::unique_ptr<MatmulKernel> gemv_;  // null with kernel == kOneDnn
+  // Many rows: oneDNN or WidenAmxMatmul; null with kGemv and with batch-invariant kAuto.
+  std::unique_ptr<MatmulKernel> onednn_;
 };
 
 }  // namespace textgen::ops

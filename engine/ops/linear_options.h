@@ -41,6 +41,12 @@ struct LinearOptions {
   // weight once for up to 4 rows with no per-call cost, while oneDNN's M=1 path ran at a third
   // of the speed on TinyStories-656K and costs ~1 us per call.
   int64_t gemv_max_rows = 4;
+  // true: every call, whatever its row count, runs the row-streaming kernels (or AMX, which
+  // serves every n), so a row's result depends on that row alone and not on how many rows share
+  // the call, their order or the thread count (batch invariance: a greedy or seeded request
+  // gives the same tokens alone or beside others). false: many-row calls go to oneDNN, whose
+  // reduction order depends on the row count. Cost measured in README.md (Batch invariance).
+  bool batch_invariant = true;
   // GEMV calls on weights of at least this many bytes split their rows across NumThreads()
   // threads; smaller ones stay on the calling thread (a fork/join costs ~2-3 us).
   int64_t parallel_min_bytes = int64_t{256} << 10;

@@ -18,6 +18,7 @@ std::unique_ptr<Model> LoadModel(const std::string& path, const BenchOptions& o,
   options.llama.n_ctx = n_ctx;
   options.threads = o.threads;
   options.llama.linear.compute = o.compute;
+  options.llama.linear.batch_invariant = o.batch_invariant;
   auto model = Model::Load(path, options);
   if (!model.ok()) Die(std::string(model.status().message()));
   return std::move(model).value();

@@ -3,8 +3,9 @@
 // estimate of stories260K's per-token op time, and the bandwidth of the decode weight kernels
 // (Q8_0/F16/BF16/F32 row-range GEMV), weight conversions and the Q4_K/Q6_K int8 GEMV.
 //
-// Usage: ops-bench [--quick] [--weights | --attention | --kquant]   (only the decode weight
-// kernels / only the decode-step attention over an F32 and a BF16 KV cache / only Q4_K, Q6_K)
+// Usage: ops-bench [--quick] [--weights | --attention | --kquant | --invariance]   (only the
+// decode weight kernels / only the decode-step attention over an F32 and a BF16 KV cache / only
+// Q4_K, Q6_K / only Linear with batch_invariant on and off)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/flags.h"
@@ -98,6 +100,62 @@ void BenchLinear() {
                     static_cast<long long>(s.out), static_cast<long long>(s.in),
                     static_cast<long long>(m), threads, run(**lin_auto), run(**lin_dnnl),
                     run(**lin_direct), run(**lin_bf16), (*lin_auto)->KernelName(m).c_str());
+      }
+    }
+  }
+}
+
+// Linear with batch_invariant on (the GEMV kernels for every row count, cache-blocked) and off
+// (oneDNN above gemv_max_rows), both compute modes, stories110M's matrix shapes: per-call time
+// on one thread (threads split the output rows the same way in both modes).
+void BenchInvariance() {
+  std::printf("Linear, batch_invariant on vs off, 1 thread: us per call (best of many)\n");
+  std::printf("%-6s %-4s %-12s %4s | %10s %10s %7s | %s\n", "type", "mode", "(out,in)", "M", "on",
+              "off", "on/off", "off kernel");
+  SetNumThreads(1);
+  struct Shape {
+    int64_t out, in;
+  };
+  std::mt19937 rng(5);
+  for (const auto& [type, compute] : {std::pair{WeightType::kF32, LinearCompute::kF32},
+                                      {WeightType::kF32, LinearCompute::kBf16},
+                                      {WeightType::kQ8_0, LinearCompute::kBf16},
+                                      {WeightType::kQ4_K, LinearCompute::kBf16}}) {
+    for (const Shape s : {Shape{768, 768}, Shape{2048, 768}, Shape{768, 2048}}) {
+      const std::vector<float> wf = Random(s.out * s.in, 1);
+      std::vector<uint8_t> wq(WeightView{type, nullptr, s.out, s.in}.bytes());
+      for (uint8_t& b : wq) b = static_cast<uint8_t>(rng() & 0x3f);  // small F16 scales
+      const void* data = type == WeightType::kF32 ? static_cast<const void*>(wf.data()) : wq.data();
+      LinearOptions o;
+      o.compute = compute;
+      auto on = Linear::Create(WeightView{type, data, s.out, s.in}, o);
+      o.batch_invariant = false;
+      auto off = Linear::Create(WeightView{type, data, s.out, s.in}, o);
+      if (!on.ok() || !off.ok()) {
+        std::printf("create failed\n");
+        return;
+      }
+      for (int64_t m : {1, 4, 16, 64, 128}) {
+        const std::vector<float> x = Random(m * s.in, 2);
+        std::vector<float> y(m * s.out);
+        // The fastest of many single calls, alternating on and off: on a shared machine the
+        // calls that ran without being descheduled.
+        double t_on = 1e30, t_off = 1e30;
+        for (int rep = 0; rep < (g_quick ? 10 : 60); ++rep) {
+          for (bool inv : {true, false}) {
+            const auto t0 = std::chrono::steady_clock::now();
+            (void)(inv ? **on : **off).Forward(x.data(), m, y.data());
+            const double us =
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                    .count();
+            (inv ? t_on : t_off) = std::min(inv ? t_on : t_off, us);
+          }
+        }
+        std::printf("%-6s %-4s (%5lld,%4lld) %4lld | %10.1f %10.1f %7.2f | %s\n",
+                    std::string(WeightTypeName(type)).c_str(),
+                    compute == LinearCompute::kF32 ? "f32" : "bf16", static_cast<long long>(s.out),
+                    static_cast<long long>(s.in), static_cast<long long>(m), t_on, t_off,
+                    t_on / t_off, (*off)->KernelName(m).c_str());
       }
     }
   }
@@ -443,17 +501,24 @@ void BenchStories260K() {
 }  // namespace textgen::ops
 
 int main(int argc, char** argv) {
-  bool weights_only = false, attention_only = false, kquant_only = false;
-  textgen::cli::FlagSet flags("ops-bench",
-                              "ops-bench: per-call time of engine/ops kernels.\n\n"
-                              "Usage: ops-bench [--quick] [--weights | --attention | --kquant]",
-                              textgen::cli::Wording::kExpected);
+  bool weights_only = false, attention_only = false, kquant_only = false, invariance = false;
+  textgen::cli::FlagSet flags(
+      "ops-bench",
+      "ops-bench: per-call time of engine/ops kernels.\n\n"
+      "Usage: ops-bench [--quick] [--weights | --attention | --kquant | --invariance]",
+      textgen::cli::Wording::kExpected);
   flags.Flag("--quick", &textgen::ops::g_quick, "fewer shapes and repetitions");
   flags.Flag("--weights", &weights_only, "only the decode weight kernels");
   flags.Flag("--attention", &attention_only,
              "only the decode-step attention over an F32 and a BF16 KV cache");
   flags.Flag("--kquant", &kquant_only, "only Q4_K, Q6_K");
+  flags.Flag("--invariance", &invariance,
+             "only Linear with batch_invariant on vs off (prefill-sized calls)");
   flags.Parse(argc, argv);
+  if (invariance) {
+    textgen::ops::BenchInvariance();
+    return 0;
+  }
   if (kquant_only) {
     textgen::ops::BenchKQuant();
     return 0;

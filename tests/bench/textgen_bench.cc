@@ -65,6 +65,11 @@ void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
                            o.compute =
                                v == "bf16" ? ops::LinearCompute::kBf16 : ops::LinearCompute::kF32;
                          });
+  // TEXTGEN_BATCH_INVARIANT too, as for textgen-server.
+  f.SetEnvPrefix("TEXTGEN_");
+  f.Add("--batch-invariant", &o.batch_invariant, cli::OnOff(), "on|off",
+        "every matmul row computed alone (on, the default) or prefill\nthrough oneDNN (off)");
+  f.SetEnvPrefix("");
   AddPositive(f, "--threads", &o.threads,
               "compute threads (default: the engine's choice per model) and the\nbandwidth's "
               "thread count (default: all CPUs)");
@@ -181,8 +186,9 @@ int Main(int argc, char** argv) {
       bandwidth = absl::StrFormat("%.1f GB/s (given)", n_thread_gbs);
     }
     absl::PrintF(
-        "Machine: %s, %d CPUs; read bandwidth %s; compute %s (KV cache alike); threads %s; %s.\n\n",
-        CpuModelName(), cpus, bandwidth, ComputeName(o.compute),
+        "Machine: %s, %d CPUs; read bandwidth %s; compute %s (KV cache alike), batch-invariant "
+        "%s; threads %s; %s.\n\n",
+        CpuModelName(), cpus, bandwidth, ComputeName(o.compute), o.batch_invariant ? "on" : "off",
         o.threads > 0 ? std::to_string(o.threads) : "auto", ops::DescribeKernels(*kernels));
   }
   if (o.bandwidth) {

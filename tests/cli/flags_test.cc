@@ -62,6 +62,13 @@ TEST_CASE("value parsers accept their values and say what they expected", "[cli]
   CHECK(Check(OneOf({"f32", "bf16", "auto"}), "bf16").empty());
   CHECK(Check(OneOf({"f32", "bf16", "auto"}), "f16") == "f32, bf16 or auto");
   CHECK(Check(OneOf({"true", "false"}), "yes") == "true or false");
+  bool on = false;
+  CHECK(Check(OnOff(), "on", &on).empty());
+  CHECK(on);
+  CHECK(Check(OnOff(), "off", &on).empty());
+  CHECK(!on);
+  CHECK(Check(OnOff(), "ON") == "on or off");
+  CHECK(Check(OnOff(), "1") == "on or off");
 
   std::vector<int32_t> ids;
   CHECK(Check(IntList(), "1, 2,3", &ids).empty());

@@ -68,13 +68,19 @@ TEST_CASE("Linear matches a double reference for many shapes and row counts") {
   }
 }
 
-TEST_CASE("Linear kAuto picks the GEMV kernels for small calls only") {
+TEST_CASE("Linear kAuto picks the GEMV kernels for small calls only, unless batch-invariant") {
   const std::vector<float> w = Random(64 * 64, 3);
-  auto linear = Linear::Create(w.data(), 64, 64);
+  LinearOptions fast;
+  fast.batch_invariant = false;
+  auto linear = Linear::Create(w.data(), 64, 64, fast);
   REQUIRE(linear.ok());
   CHECK((*linear)->KernelName(1) == "gemv:f32:f32");
   CHECK((*linear)->KernelName(4) == "gemv:f32:f32");
   CHECK((*linear)->KernelName(128).rfind("onednn:", 0) == 0);
+  auto invariant = Linear::Create(w.data(), 64, 64);  // the default
+  REQUIRE(invariant.ok());
+  CHECK((*invariant)->KernelName(1) == "gemv:f32:f32");
+  CHECK((*invariant)->KernelName(128) == "gemv:f32:f32");
 }
 
 TEST_CASE("Linear with copy_weights does not read the caller's buffer after Create") {
