@@ -4,7 +4,7 @@
 # halts on its first report (exit 66) and writes it to build-tsan/tsan-reports/, which must stay
 # empty (a report in a textgen-server child that the test itself survived still fails).
 #
-#   scripts/test-tsan.sh          # CI's subset (CI runs it after test-sanitizers.sh)
+#   scripts/test-tsan.sh          # the CI-sized subset (not yet called from .ci/run)
 #   scripts/test-tsan.sh --full   # every server test that can run under TSan (builds server_tests)
 #
 # What runs (TSan slows our code 5-15x; CI's budget for this script is ~10 min cold on 2 cores):
