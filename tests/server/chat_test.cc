@@ -177,6 +177,13 @@ TEST_CASE("template keyword arguments reach the template as JSON values", "[serv
   StreamResult thinking = RunChat(*stub, req);
   REQUIRE(thinking.status.ok());
   CHECK(thinking.last.usage().prompt_tokens() == without.last.usage().prompt_tokens());
+  // A kwarg the server sets itself is refused. (Here rather than with the other bad inputs:
+  // scripts/test-tsan.sh cannot run the tests that fill a Struct, and runs those.)
+  (*req.mutable_template_kwargs()->mutable_fields())["messages"].set_string_value("x");
+  StreamResult reserved = RunChat(*stub, req);
+  CHECK(reserved.status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(reserved.status.error_message(), Catch::Contains("template_kwargs"));
+  CHECK(reserved.messages.empty());
 }
 
 TEST_CASE("each bad Chat input gets its status", "[server][chat][errors]") {
@@ -195,11 +202,6 @@ TEST_CASE("each bad Chat input gets its status", "[server][chat][errors]") {
        grpc::StatusCode::INVALID_ARGUMENT, "messages[1].role: unknown role \"robot\""},
       {"the template raises", [](auto* r) { *r->add_messages() = Message("tool", "42"); },
        grpc::StatusCode::INVALID_ARGUMENT, "this template takes no tool messages"},
-      {"a kwarg the server sets",
-       [](auto* r) {
-         (*r->mutable_template_kwargs()->mutable_fields())["messages"].set_string_value("x");
-       },
-       grpc::StatusCode::INVALID_ARGUMENT, "template_kwargs"},
       {"a field of another method",
        [](auto* r) {
          r->set_method(v1::GREEDY);
