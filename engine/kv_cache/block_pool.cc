@@ -117,6 +117,14 @@ bool BlockPool::Publish(int32_t block, uint64_t hash, PrefixIndex::Link parent,
   return index_->Publish(block, hash, parent, tokens);
 }
 
+bool BlockPool::PublishLeaf(int32_t block, PrefixIndex::Link parent,
+                            absl::Span<const int32_t> tokens) {
+  if (index_ == nullptr || !CheckId(block, "PublishLeaf").ok() || refcount_[block] == 0) {
+    return false;
+  }
+  return index_->PublishLeaf(block, parent, tokens);
+}
+
 void BlockPool::Unpublish(int32_t block) {
   if (index_ == nullptr || !CheckId(block, "Unpublish").ok() || !index_->published(block)) return;
   const bool was_idle = index_->idle(block);

@@ -95,6 +95,8 @@ class BlockPool {
   // Publishes a live block (see PrefixIndex::Publish). False when off or refused.
   bool Publish(int32_t block, uint64_t hash, PrefixIndex::Link parent,
                absl::Span<const int32_t> tokens);
+  // Publishes a live block's partly filled rows as a leaf (see PrefixIndex::PublishLeaf).
+  bool PublishLeaf(int32_t block, PrefixIndex::Link parent, absl::Span<const int32_t> tokens);
   // Forgets a block's prefix identity before its K/V changes in place; an idle block is freed.
   void Unpublish(int32_t block);
   // Idle blocks taken by Allocate so far.

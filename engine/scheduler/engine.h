@@ -237,9 +237,12 @@ class Engine {
   // blocks to make room. Drops the stale part of its session's cache.
   bool CanStart(Request& q, int reserve);
   void Start(Request r);
-  // The most leading prompt blocks `r` may take from the prefix cache (0 when off): whole
-  // blocks short of the last prompt token, which must run to give logits.
+  // The most leading prompt blocks `r` may take from the prefix cache (0 when off); see
+  // MatchablePrompt for the tokens.
   int PrefixMatchLimit(const Request& r) const;
+  // The prompt tokens a prefix match may cover: all but the last, which must run to give
+  // logits.
+  static absl::Span<const int32_t> MatchablePrompt(const Request& r);
   // Under mu_: copies the cache's counts for Stats.
   void SnapshotCache() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Step();
