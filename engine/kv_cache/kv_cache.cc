@@ -166,8 +166,7 @@ void KvCache::WalkPrefix(absl::Span<const int32_t> tokens, int max_blocks, Visit
   }
 }
 
-BlockTable KvCache::MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks,
-                                int copy_above) {
+BlockTable KvCache::MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks, int copy_above) {
   BlockTable t;
   WalkPrefix(tokens, max_blocks, [&](int, int32_t found, uint64_t, PrefixIndex::Link, auto) {
     if (found >= 0) t.blocks.push_back(found);
@@ -190,7 +189,7 @@ BlockTable KvCache::MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks
 void KvCache::CopyLeaf(BlockTable& t, absl::Span<const int32_t> rest, int min_tokens) {
   const PrefixIndex& index = *pool_->prefix_index();
   const PrefixIndex::Link link = t.empty() ? PrefixIndex::Link{} : index.LinkTo(t.blocks.back());
-  const PrefixIndex::LeafMatch leaf = index.FindLeaf(link, rest);
+  const PrefixIndex::LeafMatch leaf = index.FindPartial(link, rest);
   if (leaf.block < 0 || t.num_tokens + leaf.tokens <= min_tokens) return;
   // Held while a block is taken, so that the allocation cannot evict the leaf itself.
   if (!pool_->IncRef(leaf.block).ok()) return;
@@ -247,8 +246,7 @@ void KvCache::PublishTail(const BlockTable& t, absl::Span<const int32_t> tokens,
     return found;
   });
   if (walked < j) return;
-  const PrefixIndex::Link link =
-      j == 0 ? PrefixIndex::Link{} : pool_->prefix_index()->LinkTo(last);
+  const PrefixIndex::Link link = j == 0 ? PrefixIndex::Link{} : pool_->prefix_index()->LinkTo(last);
   pool_->PublishLeaf(t.blocks[j], link, tokens.subspan(size_t(j) * bs, t.num_tokens - j * bs));
 }
 

@@ -24,10 +24,11 @@ namespace textgen {
 //
 // Leaves: a block's partly filled tail (1..block_size-1 tokens, its K/V final for those rows)
 // can be published as a leaf under its parent link. Leaves have no chain hash and no
-// children; FindLeaf gives the leaf sharing the most leading tokens with a prompt's next
-// tokens, whose rows the caller copies (never shares: the rows past the match are stale for
-// the new sequence). They are found through a key of (parent link, first token), at most
-// kMaxLeavesPerKey per key, so a lookup scans a handful.
+// children. FindPartial gives the published block, leaf or full, sharing the most leading
+// tokens with a prompt's next tokens, whose rows the caller copies (never shares: the rows past
+// the match are stale for the new sequence). Both kinds are also filed under a key of (parent
+// link, first token); at most kMaxLeavesPerKey leaves per key, so a lookup scans few leaves
+// (and the full blocks that begin alike under one parent).
 //
 // Idle blocks: published blocks nobody references (refcount 0 in the pool), kept in
 // least-recently-used order until the pool needs them.
@@ -59,8 +60,9 @@ class PrefixIndex {
     int32_t block = -1;
     int tokens = 0;  // leading tokens it shares with the query (>= 1 when found)
   };
-  // The leaf under `parent` sharing the most leading tokens with `tokens`; block -1 if none.
-  LeafMatch FindLeaf(Link parent, absl::Span<const int32_t> tokens) const;
+  // The published block (leaf or full) under `parent` sharing the most leading tokens with
+  // `tokens`; block -1 if none.
+  LeafMatch FindPartial(Link parent, absl::Span<const int32_t> tokens) const;
   static constexpr int kMaxLeavesPerKey = 8;
 
   // Forgets the block's name (its epoch grows); an idle block leaves the LRU order (the caller
@@ -84,7 +86,7 @@ class PrefixIndex {
   // Keeps only the low `bits` (1..64) of every chain hash, so that different blocks collide.
   void SetHashBitsForTesting(int bits);
 
-  // For invariant tests: the block's name as published (a leaf's hash is its key's), tokens
+  // For invariant tests: the block's name as published (a leaf's hash is its LeafKey), tokens
   // only as many as it holds.
   uint64_t hash(int32_t block) const { return entries_[block].hash; }
   Link parent(int32_t block) const { return entries_[block].parent; }
@@ -104,16 +106,19 @@ class PrefixIndex {
   };
   void Unlink(int32_t block);
   uint64_t LeafKey(Link parent, int32_t first_token) const;
+  using Buckets = absl::flat_hash_map<uint64_t, absl::InlinedVector<int32_t, 1>>;
+  // Removes `block` from map[key], dropping an emptied bucket.
+  static void Erase(Buckets& map, uint64_t key, int32_t block);
   void Name(int32_t block, uint64_t hash, Link parent, absl::Span<const int32_t> tokens);
 
   const int block_size_;
   uint64_t hash_mask_ = ~uint64_t{0};
   std::vector<Entry> entries_;   // [num_blocks]
   std::vector<int32_t> tokens_;  // [num_blocks, block_size] of published blocks
-  absl::flat_hash_map<uint64_t, absl::InlinedVector<int32_t, 1>> by_hash_;  // full blocks
-  absl::flat_hash_map<uint64_t, absl::InlinedVector<int32_t, 1>> leaves_;   // by LeafKey
-  int32_t lru_head_ = -1;  // oldest idle block
-  int32_t lru_tail_ = -1;  // newest
+  Buckets by_hash_;              // full blocks by chain hash
+  Buckets by_first_;             // full blocks and leaves by LeafKey
+  int32_t lru_head_ = -1;        // oldest idle block
+  int32_t lru_tail_ = -1;        // newest
   int num_idle_ = 0;
   int num_published_ = 0;
   int num_leaves_ = 0;

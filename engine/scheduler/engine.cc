@@ -406,7 +406,8 @@ bool Engine::CanStart(Request& q, int reserve) {
   const int held = s != nullptr ? s->table.num_blocks() : 0;
   // Prompt blocks other requests hold already cost no free block (idle cached ones do: they
   // are counted as free).
-  const int shared = s == nullptr ? cache_->PeekPrefix(MatchablePrompt(q), PrefixMatchLimit(q)).live : 0;
+  const int shared =
+      s == nullptr ? cache_->PeekPrefix(MatchablePrompt(q), PrefixMatchLimit(q)).live : 0;
   const int need = std::max(0, q.worst_blocks - held - shared);
   // Evict only what would let it start: an idle session's cache is worth keeping otherwise.
   if (need + reserve > cache_->num_free_blocks() + sessions_->EvictableBlocks()) {
@@ -435,9 +436,8 @@ void Engine::Start(Request r) {
   std::shared_ptr<GenerationSink> sink = r.sink;
   const int limit = PrefixMatchLimit(r);
   // A leaf is only worth copying if it beats what the session holds.
-  BlockTable matched =
-      cache_->MatchPrefix(MatchablePrompt(r), limit,
-                          r.session != nullptr ? r.session->table.num_tokens : 0);
+  BlockTable matched = cache_->MatchPrefix(MatchablePrompt(r), limit,
+                                           r.session != nullptr ? r.session->table.num_tokens : 0);
   int hit_tokens = matched.num_tokens;
   BlockTable* cached = &matched;
   // A session's own cache goes first; the prefix cache serves it when it holds more (the

@@ -55,7 +55,7 @@ struct Coverage {
   int unpublished = 0;
   int forks = 0;
   int truncates = 0;
-  int collisions = 0;  // published blocks that share a hash with another
+  int collisions = 0;   // published blocks that share a hash with another
   int leaves = 0;       // leaves in the index, summed over checks
   int leaf_copies = 0;  // matches that ended in a copied leaf
 };
@@ -392,6 +392,12 @@ TEST_CASE("prefix cache: a partly filled tail is published as a leaf and matched
   // Diverging after 2 of the leaf's tokens: only those rows count.
   BlockTable d = cache->MatchPrefix(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 99}, 3);
   CHECK(d.num_tokens == 10);
+  // Rows of a full block that goes on differently are copied the same way.
+  BlockTable f = cache->MatchPrefix(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 99}, INT_MAX);
+  CHECK(f.num_tokens == 6);
+  REQUIRE(f.num_blocks() == 2);
+  CHECK(f.blocks[1] != blocks[1]);
+  cache->Free(f);
   // max_blocks caps the leaf too; copy_above skips a copy that does not beat it.
   BlockTable capped = cache->MatchPrefix(longer, 2);
   CHECK(capped.num_tokens == 8);
