@@ -1,10 +1,12 @@
 #include "engine/kv_cache/block_pool.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cassert>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -130,6 +132,16 @@ void BlockPool::Unpublish(int32_t block) {
   const bool was_idle = index_->idle(block);
   index_->Unpublish(block);
   if (was_idle) free_list_.push_back(block);
+}
+
+size_t BlockPool::ResidentBytes() const {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t pages = (mapped_bytes_ + page - 1) / page;
+  std::vector<unsigned char> in(pages);
+  if (mincore(data_, mapped_bytes_, in.data()) != 0) return 0;
+  size_t resident = 0;
+  for (unsigned char v : in) resident += v & 1;
+  return resident * page;
 }
 
 int BlockPool::RefCount(int32_t block) const {

@@ -99,6 +99,10 @@ class BlockPool {
   bool PublishLeaf(int32_t block, PrefixIndex::Link parent, absl::Span<const int32_t> tokens);
   // Forgets a block's prefix identity before its K/V changes in place; an idle block is freed.
   void Unpublish(int32_t block);
+  // Bytes of the pool's mapping the OS holds in memory (mincore): the pages blocks have
+  // touched so far. Lets a memory check tell the pool's first touches from heap growth. May run
+  // concurrently with anything (reads no mutable member).
+  size_t ResidentBytes() const;
   // Idle blocks taken by Allocate so far.
   int64_t evictions() const { return evictions_; }
 

@@ -240,8 +240,10 @@ void Engine::Cancel(uint64_t id) {
 }
 
 EngineStats Engine::Stats() const {
-  absl::MutexLock lock(&mu_);
   EngineStats s;
+  // Outside the lock: a syscall over the whole pool, and the pool's mapping never changes.
+  s.kv_pool_resident_bytes = static_cast<int64_t>(cache_->pool().ResidentBytes());
+  absl::MutexLock lock(&mu_);
   s.kv_blocks_total = cache_->num_total_blocks();
   s.kv_blocks_free = kv_free_;
   s.queued = static_cast<int>(queue_.size());

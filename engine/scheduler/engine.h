@@ -145,6 +145,10 @@ struct EngineStats {
   // given up on demand); requests that looked a prefix up, their prompt tokens, the tokens
   // served from published blocks, and idle blocks given up for new ones.
   int kv_blocks_cached = 0;
+  // Bytes of the KV pool in memory: its pages are faulted in as blocks are first used, and
+  // stay (with the prefix cache on, freed blocks stay cached, so new ones keep coming from
+  // untouched pages until the whole pool has been used once).
+  int64_t kv_pool_resident_bytes = 0;
   int64_t prefix_cache_lookups = 0;
   int64_t prefix_cache_lookup_tokens = 0;
   int64_t prefix_cache_hit_tokens = 0;
