@@ -78,6 +78,10 @@ ServerMetrics::ServerMetrics() {
                                 "KV blocks kept only for the prefix cache (no request holds "
                                 "them; counted as free: given up when the pool needs them)."))
                     ->GaugeAt();
+  kv_resident_ = &Must(r.AddGauge("textgen_kv_pool_resident_bytes",
+                                  "Bytes of the KV cache pool in memory: pages are faulted in as "
+                                  "blocks are first used and stay (part of the process RSS)."))
+                      ->GaugeAt();
   auto counter = [&r](const char* name, const char* help) {
     return &Must(r.AddCounter(name, help))->CounterAt();
   };
@@ -125,6 +129,7 @@ void ServerMetrics::Collect() {
   kv_used_->Set(s.kv_blocks_total - s.kv_blocks_free);
   kv_free_->Set(s.kv_blocks_free);
   kv_cached_->Set(s.kv_blocks_cached);
+  kv_resident_->Set(static_cast<double>(s.kv_pool_resident_bytes));
   // The engine's totals only grow; a counter takes the difference (0 once the engine is gone).
   auto catch_up = [](Counter* c, int64_t total) {
     c->Increment(static_cast<double>(total) - c->value());

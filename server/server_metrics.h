@@ -53,6 +53,7 @@ class ServerMetrics {
   Gauge* kv_used_ = nullptr;
   Gauge* kv_free_ = nullptr;
   Gauge* kv_cached_ = nullptr;
+  Gauge* kv_resident_ = nullptr;
   // Engine counters, brought up to the engine's totals at each scrape.
   Counter* prefix_lookups_ = nullptr;
   Counter* prefix_lookup_tokens_ = nullptr;

@@ -215,7 +215,7 @@ absl::Status Generation::ConsumeStep(const float* logits) {
     catch_up_fed_ += catch_up_pending_;
     catch_up_pending_ = 0;
     if (catch_up_fed_ == catch_up_.size()) {
-      cache_.PublishPrefix(kept_, kept_tokens_, PrefixShareableBlocks(options_, block_size_));
+      cache_.PublishTail(kept_, kept_tokens_, PrefixShareableBlocks(options_, block_size_));
       catch_up_.clear();
       done_ = true;
     }
@@ -425,6 +425,16 @@ void Generation::PublishBlocks() {
   }
 }
 
+void Generation::PublishTail() {
+  const int limit = PrefixShareableBlocks(options_, block_size_);
+  // Beams: a running beam's table need not line up with its ids once the search has ended.
+  if (limit == 0 || beam_ || dropped_blocks_ != 0 || seqs_.size() != 1) return;
+  if (!cache_.prefix_cache_enabled()) return;
+  publish_scratch_.assign(prompt_.begin(), prompt_.end());
+  publish_scratch_.insert(publish_scratch_.end(), generated_.begin(), generated_.end());
+  cache_.PublishTail(seqs_[0].table, publish_scratch_, limit);
+}
+
 void Generation::TrackBlocks() {
   stats_.peak_kv_blocks = std::max(stats_.peak_kv_blocks, blocks_in_use());
 }
@@ -478,6 +488,10 @@ void Generation::Finish(FinishReason reason) {
   }
   if (sink_ && (!delta.text.empty() || !delta.tokens.empty())) sink_(delta);
   stats_.total_s = SecondsSince(start_);
+  // Every slot of a finished sequence holds its final K/V (a cancel only comes between
+  // passes, but an abort after a failed pass may not), so its tail can serve a request that
+  // resends this conversation.
+  if (reason != FinishReason::kCancelled) PublishTail();
   // A slid window no longer lines up with the conversation's tokens: nothing to keep then.
   if (keep_cache_ && kept_.empty() && dropped_blocks_ == 0 && !seqs_.empty() &&
       !seqs_[0].table.empty()) {

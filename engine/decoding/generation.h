@@ -178,6 +178,8 @@ class Generation {
   void TrackBlocks();
   // Publishes the live sequences' full blocks (prompt + each one's generated tokens).
   void PublishBlocks();
+  // At the end: the single sequence's full blocks and partly filled last block (a leaf).
+  void PublishTail();
   // Ends the answer: final stream delta, result, kept table. done() unless a session
   // catch-up is left to run.
   void Finish(FinishReason reason);

@@ -1,10 +1,12 @@
 #include "engine/kv_cache/block_pool.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cassert>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -117,11 +119,29 @@ bool BlockPool::Publish(int32_t block, uint64_t hash, PrefixIndex::Link parent,
   return index_->Publish(block, hash, parent, tokens);
 }
 
+bool BlockPool::PublishLeaf(int32_t block, PrefixIndex::Link parent,
+                            absl::Span<const int32_t> tokens) {
+  if (index_ == nullptr || !CheckId(block, "PublishLeaf").ok() || refcount_[block] == 0) {
+    return false;
+  }
+  return index_->PublishLeaf(block, parent, tokens);
+}
+
 void BlockPool::Unpublish(int32_t block) {
   if (index_ == nullptr || !CheckId(block, "Unpublish").ok() || !index_->published(block)) return;
   const bool was_idle = index_->idle(block);
   index_->Unpublish(block);
   if (was_idle) free_list_.push_back(block);
+}
+
+size_t BlockPool::ResidentBytes() const {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t pages = (mapped_bytes_ + page - 1) / page;
+  std::vector<unsigned char> in(pages);
+  if (mincore(data_, mapped_bytes_, in.data()) != 0) return 0;
+  size_t resident = 0;
+  for (unsigned char v : in) resident += v & 1;
+  return resident * page;
 }
 
 int BlockPool::RefCount(int32_t block) const {

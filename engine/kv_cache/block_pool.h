@@ -95,8 +95,14 @@ class BlockPool {
   // Publishes a live block (see PrefixIndex::Publish). False when off or refused.
   bool Publish(int32_t block, uint64_t hash, PrefixIndex::Link parent,
                absl::Span<const int32_t> tokens);
+  // Publishes a live block's partly filled rows as a leaf (see PrefixIndex::PublishLeaf).
+  bool PublishLeaf(int32_t block, PrefixIndex::Link parent, absl::Span<const int32_t> tokens);
   // Forgets a block's prefix identity before its K/V changes in place; an idle block is freed.
   void Unpublish(int32_t block);
+  // Bytes of the pool's mapping the OS holds in memory (mincore): the pages blocks have
+  // touched so far. Lets a memory check tell the pool's first touches from heap growth. May run
+  // concurrently with anything (reads no mutable member).
+  size_t ResidentBytes() const;
   // Idle blocks taken by Allocate so far.
   int64_t evictions() const { return evictions_; }
 

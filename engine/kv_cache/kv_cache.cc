@@ -166,7 +166,7 @@ void KvCache::WalkPrefix(absl::Span<const int32_t> tokens, int max_blocks, Visit
   }
 }
 
-BlockTable KvCache::MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks) {
+BlockTable KvCache::MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks, int copy_above) {
   BlockTable t;
   WalkPrefix(tokens, max_blocks, [&](int, int32_t found, uint64_t, PrefixIndex::Link, auto) {
     if (found >= 0) t.blocks.push_back(found);
@@ -180,7 +180,28 @@ BlockTable KvCache::MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks
     }
   }
   t.num_tokens = t.num_blocks() * pool_->block_size();
+  if (t.num_blocks() < max_blocks && prefix_cache_enabled()) {
+    CopyLeaf(t, tokens.subspan(t.num_tokens), copy_above);
+  }
   return t;
+}
+
+void KvCache::CopyLeaf(BlockTable& t, absl::Span<const int32_t> rest, int min_tokens) {
+  const PrefixIndex& index = *pool_->prefix_index();
+  const PrefixIndex::Link link = t.empty() ? PrefixIndex::Link{} : index.LinkTo(t.blocks.back());
+  const PrefixIndex::LeafMatch leaf = index.FindPartial(link, rest);
+  if (leaf.block < 0 || t.num_tokens + leaf.tokens <= min_tokens) return;
+  // Held while a block is taken, so that the allocation cannot evict the leaf itself.
+  if (!pool_->IncRef(leaf.block).ok()) return;
+  absl::StatusOr<int32_t> fresh = pool_->Allocate();
+  if (fresh.ok()) {
+    // Whole block: the rows past the match are stale for `t` but never read (they lie past
+    // t.num_tokens until Append hands them out and the model overwrites them).
+    pool_->CopyBlock(leaf.block, *fresh);
+    t.blocks.push_back(*fresh);
+    t.num_tokens += leaf.tokens;
+  }
+  Release(leaf.block);
 }
 
 KvCache::PrefixPeek KvCache::PeekPrefix(absl::Span<const int32_t> tokens, int max_blocks) const {
@@ -205,6 +226,28 @@ void KvCache::PublishPrefix(const BlockTable& t, absl::Span<const int32_t> token
                const int32_t own = t.blocks[j];
                return pool_->Publish(own, hash, link, block_tokens) ? own : -1;
              });
+}
+
+void KvCache::PublishTail(const BlockTable& t, absl::Span<const int32_t> tokens, int max_blocks) {
+  if (!prefix_cache_enabled()) return;
+  PublishPrefix(t, tokens, max_blocks);
+  const int bs = pool_->block_size();
+  const int j = t.num_tokens / bs;  // the partly filled block's index
+  if (t.num_tokens % bs == 0 || j >= max_blocks || tokens.size() < size_t(t.num_tokens)) return;
+  // The leaf hangs under the published chain of the blocks before it (whichever blocks hold
+  // those tokens: equal tokens give equal K/V).
+  int walked = 0;
+  int32_t last = -1;
+  WalkPrefix(tokens, j, [&](int, int32_t found, uint64_t, PrefixIndex::Link, auto) {
+    if (found >= 0) {
+      ++walked;
+      last = found;
+    }
+    return found;
+  });
+  if (walked < j) return;
+  const PrefixIndex::Link link = j == 0 ? PrefixIndex::Link{} : pool_->prefix_index()->LinkTo(last);
+  pool_->PublishLeaf(t.blocks[j], link, tokens.subspan(size_t(j) * bs, t.num_tokens - j * bs));
 }
 
 float* KvCache::Slot(const BlockTable& t, int layer, int kv_head, int slot, bool value) {

@@ -27,7 +27,10 @@ namespace textgen {
 //
 // Automatic prefix caching (off until EnablePrefixCache): full blocks whose K/V is final are
 // published under their token prefix (PrefixIndex); a later sequence starting with the same
-// tokens shares them (MatchPrefix) instead of computing them again. A published block is never
+// tokens shares them (MatchPrefix) instead of computing them again. A finished sequence's partly
+// filled last block can be published too, as a leaf (PublishTail); where the shared chain
+// ends, a match copies the leading rows it shares with a leaf or a full block that goes on
+// differently into a fresh block instead of sharing it. A published block is never
 // written in place: Append copies it if shared and unpublishes it if not, and anything else
 // that rewrites K/V (the context shift) unpublishes it first.
 //
@@ -59,9 +62,13 @@ class KvCache {
   void EnablePrefixCache(uint64_t seed);
   bool prefix_cache_enabled() const { return pool_->prefix_index() != nullptr; }
   // A table sharing the longest chain of published blocks that hold the first whole blocks of
-  // `tokens`, at most `max_blocks` of them (each refcount + 1; idle ones are taken back).
-  // Its num_tokens is a multiple of the block size; empty when off or nothing matches.
-  BlockTable MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks);
+  // `tokens`, at most `max_blocks` of them (each refcount + 1; idle ones are taken back). If the
+  // chain stopped before `max_blocks`, the published block under it (a leaf, or a full block
+  // that goes on differently) sharing the most of the next tokens has those rows copied into a
+  // fresh block that ends the table (only if that makes the match longer than `copy_above` tokens,
+  // and a block can be allocated). Every matched token is one of `tokens`; empty when off or
+  // nothing matches.
+  BlockTable MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks, int copy_above = 0);
   struct PrefixPeek {
     int blocks = 0;  // MatchPrefix would share this many blocks
     int live = 0;    // of them, held by other tables (they cost no free block)
@@ -73,6 +80,9 @@ class KvCache {
   // under the same prefix (by another table) are skipped; publishing stops at the first block
   // that cannot be (e.g. published under another name). No-op when off.
   void PublishPrefix(const BlockTable& t, absl::Span<const int32_t> tokens, int max_blocks);
+  // PublishPrefix, then the partly filled last block (if within `max_blocks`, its rows final,
+  // and every block before it published) as a leaf.
+  void PublishTail(const BlockTable& t, absl::Span<const int32_t> tokens, int max_blocks);
 
   // A new table sharing every block of `t` (each refcount + 1); no data is copied. Both
   // tables may then Append independently; the first to write a shared partial block copies it.
@@ -148,6 +158,10 @@ class KvCache {
   // block that continues the chain (-1 stops the walk).
   template <typename Visit>
   void WalkPrefix(absl::Span<const int32_t> tokens, int max_blocks, Visit visit) const;
+  // MatchPrefix's last step: appends to `t` (its full blocks matched) a copy of the rows the
+  // best published block under its chain shares with `rest`, the tokens after them, if more than
+  // `min_tokens` in all.
+  void CopyLeaf(BlockTable& t, absl::Span<const int32_t> rest, int min_tokens);
 
   std::unique_ptr<BlockPool> pool_;
   uint64_t prefix_seed_ = 0;

@@ -31,7 +31,13 @@ uint64_t PrefixIndex::ChainHash(uint64_t parent, absl::Span<const int32_t> token
 
 absl::Span<const int32_t> PrefixIndex::tokens(int32_t block) const {
   return absl::MakeConstSpan(tokens_).subspan(static_cast<size_t>(block) * block_size_,
-                                              block_size_);
+                                              entries_[block].length);
+}
+
+uint64_t PrefixIndex::LeafKey(Link parent, int32_t first_token) const {
+  uint64_t h =
+      Mix(static_cast<uint64_t>(static_cast<uint32_t>(parent.parent)) << 32 | parent.epoch);
+  return Mix(h ^ static_cast<uint32_t>(first_token)) & hash_mask_;
 }
 
 int32_t PrefixIndex::Find(uint64_t hash, Link parent, absl::Span<const int32_t> tokens) const {
@@ -50,30 +56,87 @@ int32_t PrefixIndex::Find(uint64_t hash, Link parent, absl::Span<const int32_t> 
 bool PrefixIndex::Publish(int32_t block, uint64_t hash, Link parent,
                           absl::Span<const int32_t> tokens) {
   assert(static_cast<int>(tokens.size()) == block_size_);
+  if (entries_[block].published || Find(hash, parent, tokens) >= 0) return false;
+  Name(block, hash, parent, tokens);
+  by_hash_[hash].push_back(block);
+  by_first_[LeafKey(parent, tokens[0])].push_back(block);
+  return true;
+}
+
+void PrefixIndex::Name(int32_t block, uint64_t hash, Link parent,
+                       absl::Span<const int32_t> tokens) {
   Entry& e = entries_[block];
-  if (e.published || Find(hash, parent, tokens) >= 0) return false;
   e.published = true;
   e.hash = hash;
   e.parent = parent;
+  e.length = static_cast<int32_t>(tokens.size());
   std::copy(tokens.begin(), tokens.end(),
             tokens_.begin() + static_cast<size_t>(block) * block_size_);
-  by_hash_[hash].push_back(block);
   ++num_published_;
+}
+
+bool PrefixIndex::PublishLeaf(int32_t block, Link parent, absl::Span<const int32_t> tokens) {
+  assert(!tokens.empty() && static_cast<int>(tokens.size()) < block_size_);
+  if (tokens.empty() || static_cast<int>(tokens.size()) >= block_size_) return false;
+  if (entries_[block].published) return false;
+  const uint64_t key = LeafKey(parent, tokens[0]);
+  int same_parent = 0;  // leaves
+  static const absl::InlinedVector<int32_t, 1> kNone;
+  auto it = by_first_.find(key);
+  for (int32_t b : it == by_first_.end() ? kNone : it->second) {
+    if (!(entries_[b].parent == parent)) continue;  // a forced key collision
+    if (entries_[b].leaf) ++same_parent;
+    absl::Span<const int32_t> have = this->tokens(b);
+    if (have.size() >= tokens.size() && std::equal(tokens.begin(), tokens.end(), have.begin())) {
+      return false;  // covered: it (leaf or full) serves every match this one would
+    }
+  }
+  if (same_parent >= kMaxLeavesPerKey) return false;
+  Name(block, key, parent, tokens);
+  entries_[block].leaf = true;
+  by_first_[key].push_back(block);
+  ++num_leaves_;
   return true;
+}
+
+PrefixIndex::LeafMatch PrefixIndex::FindPartial(Link parent,
+                                                absl::Span<const int32_t> tokens) const {
+  LeafMatch best;
+  if (tokens.empty()) return best;
+  auto it = by_first_.find(LeafKey(parent, tokens[0]));
+  if (it == by_first_.end()) return best;
+  for (int32_t b : it->second) {
+    if (!(entries_[b].parent == parent)) continue;
+    absl::Span<const int32_t> have = this->tokens(b);
+    const size_t n = std::min(have.size(), tokens.size());
+    const int common = static_cast<int>(
+        std::mismatch(have.begin(), have.begin() + n, tokens.begin()).first - have.begin());
+    if (common > best.tokens) best = {b, common};
+  }
+  return best;
 }
 
 void PrefixIndex::Unpublish(int32_t block) {
   Entry& e = entries_[block];
   if (!e.published) return;
   if (e.idle) MarkUsed(block);
-  auto it = by_hash_.find(e.hash);
-  assert(it != by_hash_.end());
-  auto& bucket = it->second;
-  bucket.erase(std::find(bucket.begin(), bucket.end(), block));
-  if (bucket.empty()) by_hash_.erase(it);
+  const uint64_t key = LeafKey(e.parent, tokens(block)[0]);
+  if (!e.leaf) Erase(by_hash_, e.hash, block);
+  Erase(by_first_, key, block);
+  if (e.leaf) --num_leaves_;
   e.published = false;
+  e.leaf = false;
+  e.length = 0;
   ++e.epoch;
   --num_published_;
+}
+
+void PrefixIndex::Erase(Buckets& map, uint64_t key, int32_t block) {
+  auto it = map.find(key);
+  assert(it != map.end());
+  auto& bucket = it->second;
+  bucket.erase(std::find(bucket.begin(), bucket.end(), block));
+  if (bucket.empty()) map.erase(it);
 }
 
 void PrefixIndex::MarkIdle(int32_t block) {

@@ -22,6 +22,14 @@ namespace textgen {
 // (evicted, or about to be rewritten), so children published under its old identity are never
 // reached again: the chain is matched from its first block on, link by link.
 //
+// Leaves: a block's partly filled tail (1..block_size-1 tokens, its K/V final for those rows)
+// can be published as a leaf under its parent link. Leaves have no chain hash and no
+// children. FindPartial gives the published block, leaf or full, sharing the most leading
+// tokens with a prompt's next tokens, whose rows the caller copies (never shares: the rows past
+// the match are stale for the new sequence). Both kinds are also filed under a key of (parent
+// link, first token); at most kMaxLeavesPerKey leaves per key, so a lookup scans few leaves
+// (and the full blocks that begin alike under one parent).
+//
 // Idle blocks: published blocks nobody references (refcount 0 in the pool), kept in
 // least-recently-used order until the pool needs them.
 //
@@ -44,10 +52,24 @@ class PrefixIndex {
   // Names `block` (full, its K/V final). False, changing nothing, if it is published already or
   // another block has that name (one block per name).
   bool Publish(int32_t block, uint64_t hash, Link parent, absl::Span<const int32_t> tokens);
+  // Names `block` a leaf holding `tokens` (1..block_size-1 of them) after `parent`. False,
+  // changing nothing, if it is published already, a leaf under that parent holds these tokens
+  // (or more that start with them), or that key has kMaxLeavesPerKey leaves.
+  bool PublishLeaf(int32_t block, Link parent, absl::Span<const int32_t> tokens);
+  struct LeafMatch {
+    int32_t block = -1;
+    int tokens = 0;  // leading tokens it shares with the query (>= 1 when found)
+  };
+  // The published block (leaf or full) under `parent` sharing the most leading tokens with
+  // `tokens`; block -1 if none.
+  LeafMatch FindPartial(Link parent, absl::Span<const int32_t> tokens) const;
+  static constexpr int kMaxLeavesPerKey = 8;
+
   // Forgets the block's name (its epoch grows); an idle block leaves the LRU order (the caller
   // frees it). No-op for unpublished blocks.
   void Unpublish(int32_t block);
   bool published(int32_t block) const { return entries_[block].published; }
+  bool leaf(int32_t block) const { return entries_[block].leaf; }
   // The link a child of `block` is published under.
   Link LinkTo(int32_t block) const { return {block, entries_[block].epoch}; }
 
@@ -58,12 +80,14 @@ class PrefixIndex {
   bool idle(int32_t block) const { return entries_[block].idle; }
   int32_t Oldest() const { return lru_head_; }
   int num_idle() const { return num_idle_; }
-  int num_published() const { return num_published_; }
+  int num_published() const { return num_published_; }  // leaves included
+  int num_leaves() const { return num_leaves_; }
 
   // Keeps only the low `bits` (1..64) of every chain hash, so that different blocks collide.
   void SetHashBitsForTesting(int bits);
 
-  // For invariant tests: the block's name as published.
+  // For invariant tests: the block's name as published (a leaf's hash is its LeafKey), tokens
+  // only as many as it holds.
   uint64_t hash(int32_t block) const { return entries_[block].hash; }
   Link parent(int32_t block) const { return entries_[block].parent; }
   absl::Span<const int32_t> tokens(int32_t block) const;
@@ -73,22 +97,31 @@ class PrefixIndex {
     uint64_t hash = 0;
     Link parent;
     uint32_t epoch = 0;
+    int32_t length = 0;  // tokens held: block_size, or fewer for a leaf
     bool published = false;
+    bool leaf = false;
     bool idle = false;
     int32_t prev = -1;  // idle order: older neighbour
     int32_t next = -1;  // newer neighbour
   };
   void Unlink(int32_t block);
+  uint64_t LeafKey(Link parent, int32_t first_token) const;
+  using Buckets = absl::flat_hash_map<uint64_t, absl::InlinedVector<int32_t, 1>>;
+  // Removes `block` from map[key], dropping an emptied bucket.
+  static void Erase(Buckets& map, uint64_t key, int32_t block);
+  void Name(int32_t block, uint64_t hash, Link parent, absl::Span<const int32_t> tokens);
 
   const int block_size_;
   uint64_t hash_mask_ = ~uint64_t{0};
   std::vector<Entry> entries_;   // [num_blocks]
   std::vector<int32_t> tokens_;  // [num_blocks, block_size] of published blocks
-  absl::flat_hash_map<uint64_t, absl::InlinedVector<int32_t, 1>> by_hash_;
-  int32_t lru_head_ = -1;  // oldest idle block
-  int32_t lru_tail_ = -1;  // newest
+  Buckets by_hash_;              // full blocks by chain hash
+  Buckets by_first_;             // full blocks and leaves by LeafKey
+  int32_t lru_head_ = -1;        // oldest idle block
+  int32_t lru_tail_ = -1;        // newest
   int num_idle_ = 0;
   int num_published_ = 0;
+  int num_leaves_ = 0;
 };
 
 }  // namespace textgen

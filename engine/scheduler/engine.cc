@@ -240,8 +240,10 @@ void Engine::Cancel(uint64_t id) {
 }
 
 EngineStats Engine::Stats() const {
-  absl::MutexLock lock(&mu_);
   EngineStats s;
+  // Outside the lock: a syscall over the whole pool, and the pool's mapping never changes.
+  s.kv_pool_resident_bytes = static_cast<int64_t>(cache_->pool().ResidentBytes());
+  absl::MutexLock lock(&mu_);
   s.kv_blocks_total = cache_->num_total_blocks();
   s.kv_blocks_free = kv_free_;
   s.queued = static_cast<int>(queue_.size());
@@ -406,7 +408,8 @@ bool Engine::CanStart(Request& q, int reserve) {
   const int held = s != nullptr ? s->table.num_blocks() : 0;
   // Prompt blocks other requests hold already cost no free block (idle cached ones do: they
   // are counted as free).
-  const int shared = s == nullptr ? cache_->PeekPrefix(q.prompt, PrefixMatchLimit(q)).live : 0;
+  const int shared =
+      s == nullptr ? cache_->PeekPrefix(MatchablePrompt(q), PrefixMatchLimit(q)).live : 0;
   const int need = std::max(0, q.worst_blocks - held - shared);
   // Evict only what would let it start: an idle session's cache is worth keeping otherwise.
   if (need + reserve > cache_->num_free_blocks() + sessions_->EvictableBlocks()) {
@@ -423,15 +426,20 @@ bool Engine::CanStart(Request& q, int reserve) {
 
 int Engine::PrefixMatchLimit(const Request& r) const {
   if (!cache_->prefix_cache_enabled() || r.prompt.empty()) return 0;
-  const int bs = cache_->block_size();
-  return std::min(PrefixShareableBlocks(r.decoding, bs),
-                  (static_cast<int>(r.prompt.size()) - 1) / bs);
+  return PrefixShareableBlocks(r.decoding, cache_->block_size());
+}
+
+absl::Span<const int32_t> Engine::MatchablePrompt(const Request& r) {
+  if (r.prompt.empty()) return {};
+  return absl::MakeConstSpan(r.prompt).first(r.prompt.size() - 1);
 }
 
 void Engine::Start(Request r) {
   std::shared_ptr<GenerationSink> sink = r.sink;
   const int limit = PrefixMatchLimit(r);
-  BlockTable matched = cache_->MatchPrefix(r.prompt, limit);
+  // A leaf is only worth copying if it beats what the session holds.
+  BlockTable matched = cache_->MatchPrefix(MatchablePrompt(r), limit,
+                                           r.session != nullptr ? r.session->table.num_tokens : 0);
   int hit_tokens = matched.num_tokens;
   BlockTable* cached = &matched;
   // A session's own cache goes first; the prefix cache serves it when it holds more (the

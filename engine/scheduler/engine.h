@@ -145,6 +145,10 @@ struct EngineStats {
   // given up on demand); requests that looked a prefix up, their prompt tokens, the tokens
   // served from published blocks, and idle blocks given up for new ones.
   int kv_blocks_cached = 0;
+  // Bytes of the KV pool in memory: its pages are faulted in as blocks are first used, and
+  // stay (with the prefix cache on, freed blocks stay cached, so new ones keep coming from
+  // untouched pages until the whole pool has been used once).
+  int64_t kv_pool_resident_bytes = 0;
   int64_t prefix_cache_lookups = 0;
   int64_t prefix_cache_lookup_tokens = 0;
   int64_t prefix_cache_hit_tokens = 0;
@@ -237,9 +241,12 @@ class Engine {
   // blocks to make room. Drops the stale part of its session's cache.
   bool CanStart(Request& q, int reserve);
   void Start(Request r);
-  // The most leading prompt blocks `r` may take from the prefix cache (0 when off): whole
-  // blocks short of the last prompt token, which must run to give logits.
+  // The most leading prompt blocks `r` may take from the prefix cache (0 when off); see
+  // MatchablePrompt for the tokens.
   int PrefixMatchLimit(const Request& r) const;
+  // The prompt tokens a prefix match may cover: all but the last, which must run to give
+  // logits.
+  static absl::Span<const int32_t> MatchablePrompt(const Request& r);
   // Under mu_: copies the cache's counts for Stats.
   void SnapshotCache() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Step();

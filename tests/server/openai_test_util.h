@@ -39,9 +39,13 @@ inline std::unique_ptr<HttpServer> StartHttpServer(std::vector<std::string> extr
   return s;
 }
 
-// One server per test process (ctest runs each test case in its own process).
+// One server per test process (ctest runs each test case in its own process). Prefix cache
+// off: its tests send a gRPC request and the same one over HTTP and compare logprobs to 1e-6;
+// served from the first's cached rows, the second runs the rest in another batch shape, which
+// moves the default (bf16) compute's logprobs by ~1e-6. The cache's exactness is tested under
+// --compute f32 (prefix_cache_test.cc).
 inline HttpServer& SharedHttpServer() {
-  static std::unique_ptr<HttpServer> server = StartHttpServer();
+  static std::unique_ptr<HttpServer> server = StartHttpServer({"--prefix-cache", "off"});
   return *server;
 }
 

@@ -49,7 +49,9 @@ TEST_CASE("a repeated prompt is served from the prefix cache over gRPC and HTTP,
   const std::string prompt = LongPrompt();
   const StreamResult first = Generate(*stub, prompt);
   const int prompt_tokens = static_cast<int>(first.last.usage().prompt_tokens());
-  const int reusable = (prompt_tokens - 1) / 16 * 16;  // whole blocks before the last token
+  // All but the last token (which must run): whole blocks, then the rows of the block that
+  // holds the prompt's end and the first reply's start, copied.
+  const int reusable = prompt_tokens - 1;
   REQUIRE(reusable >= 64);
   CHECK(first.last.usage().cached_tokens() == 0);
 
@@ -62,9 +64,9 @@ TEST_CASE("a repeated prompt is served from the prefix cache over gRPC and HTTP,
   CHECK(http.at("usage").at("prompt_tokens_details").at("cached_tokens") == reusable);
   CHECK(http.at("choices").at(0).at("text") == first.text);
 
-  // Another prompt: nothing shared.
+  // Another prompt: only the BOS token it shares (its row copied).
   const StreamResult other = Generate(*stub, "The cat sat on the mat and looked at the bird.");
-  CHECK(other.last.usage().cached_tokens() == 0);
+  CHECK(other.last.usage().cached_tokens() == 1);
 
   const Exposition e = WaitForMetrics(server->metrics_port, 10, [&](const Exposition& m) {
     return m.Get("textgen_prefix_cache_lookups_total") == 4;
@@ -76,10 +78,13 @@ TEST_CASE("a repeated prompt is served from the prefix cache over gRPC and HTTP,
   CHECK(e.Get("textgen_prefix_cache_lookups_total") == 4);
   CHECK(e.Get("textgen_prefix_cache_lookup_tokens_total") ==
         3 * prompt_tokens + static_cast<int>(other.last.usage().prompt_tokens()));
-  CHECK(e.Get("textgen_prefix_cache_hit_tokens_total") == 2 * reusable);
+  CHECK(e.Get("textgen_prefix_cache_hit_tokens_total") == 2 * reusable + 1);
   CHECK(e.Get("textgen_prefix_cache_evictions_total") == 0);
-  CHECK(e.Get("textgen_cached_prompt_tokens_total") == 2 * reusable);
+  CHECK(e.Get("textgen_cached_prompt_tokens_total") == 2 * reusable + 1);
   CHECK(e.Get("textgen_kv_blocks_cached") >= reusable / 16);
+  // The pool's pages in memory: at least the cached blocks' (these are whole pages or more).
+  CHECK(e.types.at("textgen_kv_pool_resident_bytes") == "gauge");
+  CHECK(e.Get("textgen_kv_pool_resident_bytes") > 0);
   // Cached blocks are reclaimable: all count as free once the requests are done.
   CHECK(e.Get("textgen_kv_blocks", {{"state", "used"}}) == 0);
 }

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <string>
@@ -275,6 +276,20 @@ TEST_CASE("BlockPool: a large pool is not touched until blocks are written", "[k
   pool->Key(b, 31, 31)[0] = 1.5f;
   CHECK(pool->Key(b, 31, 31)[0] == 1.5f);
   CHECK(RssBytes() < before + (size_t{64} << 20));
+}
+
+TEST_CASE("BlockPool: reports the bytes of its pages in memory, none until written", "[kv_cache]") {
+  // 256 blocks of 256 x 64 floats x 2 (K, V): 32 MiB, one block 128 KiB (whole pages).
+  KvCacheOptions o{
+      .n_layers = 1, .n_kv_heads = 1, .head_dim = 64, .block_size = 256, .num_blocks = 256};
+  auto pool = MakePool(o);
+  CHECK(pool->ResidentBytes() == 0);
+  const int32_t b = pool->Allocate().value();
+  CHECK(pool->ResidentBytes() == 0);  // allocation alone touches nothing
+  std::memset(pool->Key(b, 0, 0), 1, pool->block_bytes());
+  CHECK(pool->ResidentBytes() >= pool->block_bytes());
+  // Huge pages may fault in 2 MiB at once, never the whole pool.
+  CHECK(pool->ResidentBytes() <= pool->block_bytes() + (size_t{2} << 20));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Randomized invariant test of the prefix cache (KvCache::MatchPrefix / PublishPrefix over
 // BlockPool's PrefixIndex): random sequences share prefixes, are extended, forked, truncated,
-// freed, and have blocks unpublished (as the context shift does), in a pool small enough that
+// freed (after publishing their partly filled tail as a leaf, as a finished request does), and
+// have blocks unpublished (as the context shift does), in a pool small enough that
 // idle blocks are evicted all the time, with hash collisions forced. Every slot holds a
 // signature of the whole token prefix up to it, so a block matched or kept under a wrong name,
 // or written while shared, shows as a wrong signature. After each step: every reference count
@@ -54,7 +55,9 @@ struct Coverage {
   int unpublished = 0;
   int forks = 0;
   int truncates = 0;
-  int collisions = 0;  // published blocks that share a hash with another
+  int collisions = 0;   // published blocks that share a hash with another
+  int leaves = 0;       // leaves in the index, summed over checks
+  int leaf_copies = 0;  // matches that ended in a copied leaf
 };
 
 class Harness {
@@ -114,10 +117,17 @@ class Harness {
       // A new sequence: share what is published, compute the rest.
       std::vector<int32_t> tokens = RandomTokens(Rand(1, 20));
       Seq s;
-      const int limit = (static_cast<int>(tokens.size()) - 1) / kBs;
-      const KvCache::PrefixPeek peek = cache_->PeekPrefix(tokens, limit);
-      s.table = cache_->MatchPrefix(tokens, limit);
-      if (s.table.num_blocks() != peek.blocks) return "MatchPrefix disagrees with PeekPrefix";
+      // As the engine does: the last token must run.
+      const auto matchable = absl::MakeConstSpan(tokens).first(tokens.size() - 1);
+      const KvCache::PrefixPeek peek = cache_->PeekPrefix(matchable, INT_MAX);
+      s.table = cache_->MatchPrefix(matchable, INT_MAX);
+      if (s.table.num_tokens / kBs != peek.blocks) return "MatchPrefix disagrees with PeekPrefix";
+      if (s.table.num_tokens > static_cast<int>(matchable.size())) return "matched the last token";
+      if (s.table.num_tokens % kBs != 0) {
+        ++cov_.leaf_copies;
+        // A copy is the table's own: nobody else may hold it.
+        if (cache_->pool().RefCount(s.table.blocks.back()) != 1) return "copied leaf is shared";
+      }
       cov_.matched_blocks += s.table.num_blocks();
       s.tokens.assign(tokens.begin(), tokens.begin() + s.table.num_tokens);
       if (std::string e = CheckSlots(s, "matched"); !e.empty()) return e;
@@ -162,6 +172,7 @@ class Harness {
       }
       default: {
         const size_t i = &s - seqs_.data();
+        if (Rand(0, 2) > 0) cache_->PublishTail(s.table, s.tokens, INT_MAX);
         cache_->Free(seqs_[i].table);
         seqs_.erase(seqs_.begin() + static_cast<std::ptrdiff_t>(i));
         return "";
@@ -205,11 +216,16 @@ class Harness {
       }
       if (index.idle(b) && !published) return absl::StrCat("idle block ", b, " unpublished");
       if (!published) continue;
+      const int length = static_cast<int>(index.tokens(b).size());
+      if (index.leaf(b) ? (length < 1 || length >= kBs) : length != kBs) {
+        return absl::StrCat("published block ", b, " holds ", length, " tokens");
+      }
       ++hashes[index.hash(b)];
       if (std::string e = CheckPublished(b); !e.empty()) return e;
     }
     for (const auto& [h, n] : hashes) cov_.collisions += n > 1 ? n : 0;
     if (idle != index.num_idle()) return "idle count drifted";
+    cov_.leaves += index.num_leaves();
     if (pool.num_free() != static_cast<int>(pool.free_blocks().size()) + idle) {
       return "num_free is not free + idle";
     }
@@ -226,6 +242,7 @@ class Harness {
          l = index.parent(l.parent)) {
       // A stale link: the parent was renamed, so this block can never be reached. Fine.
       if (!index.published(l.parent) || !(index.LinkTo(l.parent) == l)) return "";
+      if (index.leaf(l.parent)) return absl::StrCat("block ", b, " hangs under a leaf");
       chain.push_back(l.parent);
     }
     std::reverse(chain.begin(), chain.end());
@@ -274,6 +291,8 @@ TEST_CASE("prefix cache: random share / fork / free / evict keeps every count an
       total.forks += h.cov_.forks;
       total.truncates += h.cov_.truncates;
       total.collisions += h.cov_.collisions;
+      total.leaves += h.cov_.leaves;
+      total.leaf_copies += h.cov_.leaf_copies;
     }
   }
   // The mix must reach the paths it is about.
@@ -283,6 +302,8 @@ TEST_CASE("prefix cache: random share / fork / free / evict keeps every count an
   CHECK(total.forks > 50);
   CHECK(total.truncates > 50);
   CHECK(total.collisions > 100);
+  CHECK(total.leaves > 500);
+  CHECK(total.leaf_copies > 200);
 }
 
 TEST_CASE("prefix cache: an idle block is kept until the pool needs it, oldest first",
@@ -344,6 +365,88 @@ TEST_CASE("prefix cache: a published block written in place is forgotten first",
   cache->Free(other);
   CHECK(cache->num_idle_blocks() == 0);
   CHECK(cache->num_free_blocks() == 8);
+}
+
+TEST_CASE("prefix cache: a partly filled tail is published as a leaf and matched by copy",
+          "[kv_cache][prefix]") {
+  auto cache = MakeCache(6);
+  cache->EnablePrefixCache(3);
+  const std::vector<int32_t> a{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};  // two blocks and 3 tokens
+  BlockTable t;
+  REQUIRE(cache->Append(t, 11).ok());
+  cache->PublishTail(t, a, INT_MAX);
+  const std::vector<int32_t> blocks = t.blocks;
+  CHECK(cache->pool().prefix_index()->leaf(blocks[2]));
+  cache->Free(t);
+  CHECK(cache->num_idle_blocks() == 3);
+
+  // The same conversation and more: two shared blocks, then 3 rows copied from the leaf.
+  const std::vector<int32_t> longer{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  BlockTable m = cache->MatchPrefix(longer, INT_MAX);
+  CHECK(m.num_tokens == 11);
+  REQUIRE(m.num_blocks() == 3);
+  CHECK(m.blocks[0] == blocks[0]);
+  CHECK(m.blocks[2] != blocks[2]);  // a copy: the leaf stays as it was for others
+  CHECK(cache->pool().RefCount(blocks[2]) == 0);
+  CHECK(cache->pool().prefix_index()->idle(blocks[2]));
+  // Diverging after 2 of the leaf's tokens: only those rows count.
+  BlockTable d = cache->MatchPrefix(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 99}, 3);
+  CHECK(d.num_tokens == 10);
+  // Rows of a full block that goes on differently are copied the same way.
+  BlockTable f = cache->MatchPrefix(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 99}, INT_MAX);
+  CHECK(f.num_tokens == 6);
+  REQUIRE(f.num_blocks() == 2);
+  CHECK(f.blocks[1] != blocks[1]);
+  cache->Free(f);
+  // max_blocks caps the leaf too; copy_above skips a copy that does not beat it.
+  BlockTable capped = cache->MatchPrefix(longer, 2);
+  CHECK(capped.num_tokens == 8);
+  cache->Free(capped);
+  BlockTable c = cache->MatchPrefix(longer, INT_MAX, /*copy_above=*/11);
+  CHECK(c.num_tokens == 8);
+  cache->Free(c);
+  cache->Free(d);
+  cache->Free(m);
+  // A different first token in the tail block matches no leaf.
+  BlockTable n = cache->MatchPrefix(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 42}, INT_MAX);
+  CHECK(n.num_tokens == 8);
+  cache->Free(n);
+  CHECK(cache->num_free_blocks() == 6);
+}
+
+TEST_CASE("prefix cache: copying a leaf never evicts the leaf itself", "[kv_cache][prefix]") {
+  auto cache = MakeCache(3);
+  cache->EnablePrefixCache(3);
+  const std::vector<int32_t> a{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  BlockTable t;
+  REQUIRE(cache->Append(t, 10).ok());
+  cache->PublishTail(t, a, INT_MAX);
+  cache->Free(t);
+  CHECK(cache->num_idle_blocks() == 3);
+  // The chain takes two idle blocks back; the only block left to allocate is the leaf.
+  BlockTable m = cache->MatchPrefix(a, INT_MAX);
+  CHECK(m.num_tokens == 8);
+  CHECK(cache->pool().evictions() == 0);
+  CHECK(cache->num_idle_blocks() == 1);
+  cache->Free(m);
+}
+
+TEST_CASE("prefix cache: a leaf written in place by its owner is forgotten first",
+          "[kv_cache][prefix]") {
+  auto cache = MakeCache(4);
+  cache->EnablePrefixCache(5);
+  const std::vector<int32_t> a{1, 2, 3, 4, 5, 6};
+  BlockTable t;
+  REQUIRE(cache->Append(t, 6).ok());
+  cache->PublishTail(t, a, INT_MAX);  // as a session's turn ends
+  BlockTable m = cache->MatchPrefix(a, INT_MAX);
+  CHECK(m.num_tokens == 6);
+  cache->Free(m);
+  REQUIRE(cache->Append(t, 1).ok());  // the next turn writes the tail block in place
+  BlockTable after = cache->MatchPrefix(a, INT_MAX);
+  CHECK(after.num_tokens == 4);
+  cache->Free(after);
+  cache->Free(t);
 }
 
 TEST_CASE("prefix cache: off until enabled", "[kv_cache][prefix]") {
