@@ -136,6 +136,14 @@ ValueParser<bool> OnOff() {
   };
 }
 
+ValueParser<bool> AutoOnOff(std::function<bool()> automatic) {
+  return [automatic = std::move(automatic)](const std::string& value, bool* out) {
+    if (value != "auto" && value != "on" && value != "off") return std::string("auto, on or off");
+    *out = value == "auto" ? automatic() : value == "on";
+    return std::string();
+  };
+}
+
 ValueParser<std::vector<int32_t>> IntList() {
   return [](const std::string& value, std::vector<int32_t>* out) {
     out->clear();

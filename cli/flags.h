@@ -59,6 +59,8 @@ ValueParser<std::string> HostPort();
 ValueParser<std::string> OneOf(std::vector<std::string> words);
 // "on" (true) or "off" (false).
 ValueParser<bool> OnOff();
+// "auto" (`automatic()`), "on" (true) or "off" (false).
+ValueParser<bool> AutoOnOff(std::function<bool()> automatic);
 // Comma-separated 32-bit integers (token ids), at least one.
 ValueParser<std::vector<int32_t>> IntList();
 

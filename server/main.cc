@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/flags.h"
+#include "engine/ops/kernel_select.h"
 #include "server/textgen_server.h"
 #include "spdlog/spdlog.h"
 
@@ -95,11 +96,16 @@ void AddEngineFlags(cli::FlagSet& f, EngineOptions& e) {
         e.model.llama.linear.compute =
             v == "bf16" ? ops::LinearCompute::kBf16 : ops::LinearCompute::kF32;
       });
-  f.Add("--batch-invariant", &e.model.llama.linear.batch_invariant, cli::OnOff(), "on|off",
-        "on (default): a request's tokens do not depend on what else\nruns in the same step "
-        "(every matmul row computed alone, in a\nfixed order); off: prefill chunks use oneDNN, "
-        "faster on some\nCPUs, but a greedy or seeded request may then change its answer\n"
-        "with the server's load (README: Batch invariance)");
+  // auto (the default): on where the invariant kernels cost nothing measurable (see
+  // ops::BatchInvariantByDefault), off where they would slow prefill down.
+  e.model.llama.linear.batch_invariant = ops::BatchInvariantByDefault();
+  f.Add("--batch-invariant", &e.model.llama.linear.batch_invariant,
+        cli::AutoOnOff(ops::BatchInvariantByDefault), "auto|on|off",
+        "on: a request's tokens do not depend on what else runs in the\nsame step (every matmul "
+        "row computed alone, in a fixed order);\noff: prefill chunks use oneDNN, faster on some "
+        "CPUs, but a\ngreedy or seeded request may then change its answer with the\nserver's "
+        "load; auto (default): on at the avx512 and avx512vnni\nkernel levels, off at avx2, "
+        "avx512bf16 and amx (README: Batch\ninvariance)");
   f.Add("--threads", &e.model.threads, cli::Int<int>(0, 1024), "N",
         "compute threads (0 = chosen from the model size; default 0)");
   f.Add("--context", &e.model.llama.n_ctx, cli::Int<int>(1, kIntMax), "N",

@@ -192,6 +192,8 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
 
 absl::Status TextgenServer::Load() {
   TG_RETURN_IF_ERROR(LogKernels());
+  spdlog::info("batch-invariant matmuls: {}",
+               options_.engine.model.llama.linear.batch_invariant ? "on" : "off");
   const auto load_start = std::chrono::steady_clock::now();
   TG_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(options_.engine));
   const ModelConfig& c = engine->model().config();

@@ -49,7 +49,7 @@ struct Args {
   int block_size = 16;
   int kv_blocks = 0;
   bool bf16 = true;
-  bool batch_invariant = true;
+  bool batch_invariant = ops::BatchInvariantByDefault();
   std::optional<KvType> kv_type;  // unset: AutoKvType of the compute mode
 };
 
@@ -159,9 +159,10 @@ void AddEngineFlags(cli::FlagSet& f, Args& a) {
                          [&a](const std::string& v) { a.bf16 = v == "bf16"; });
   // TEXTGEN_BATCH_INVARIANT too, as for textgen-server.
   f.SetEnvPrefix("TEXTGEN_");
-  f.Add("--batch-invariant", &a.batch_invariant, cli::OnOff(), "on|off",
-        "on (default): each row of a batch computed alone, in a fixed\norder; off: prefill "
-        "through oneDNN (faster on some CPUs)");
+  f.Add("--batch-invariant", &a.batch_invariant, cli::AutoOnOff(ops::BatchInvariantByDefault),
+        "auto|on|off",
+        "on: each row of a batch computed alone, in a fixed order; off:\nprefill through oneDNN "
+        "(faster on some CPUs); auto (default): on\nat the avx512 and avx512vnni kernel levels");
   f.SetEnvPrefix("");
   f.Add("--threads", &a.threads, cli::Int<int>(1, kIntMax), "N",
         "compute threads (default: chosen for the model size)");

@@ -143,6 +143,11 @@ absl::StatusOr<KernelChoice> ChooseKernels() {
   return s.choice;
 }
 
+bool BatchInvariantByDefault() {
+  const absl::StatusOr<KernelChoice> choice = ChooseKernels();
+  return choice.ok() && (choice->level == "avx512" || choice->level == "avx512vnni");
+}
+
 std::string DescribeKernels(const KernelChoice& c) {
   std::string out = absl::StrCat("kernels: ", c.level, " (built: ", absl::StrJoin(c.built, " "),
                                  "; cpu: ", absl::StrJoin(c.cpu.Names(), " "));

@@ -37,6 +37,14 @@ absl::StatusOr<KernelChoice> ChooseKernels();
 // One line for the logs: "kernels: avx512vnni (built: avx2 avx512 ...; cpu: ...; ...)".
 std::string DescribeKernels(const KernelChoice& choice);
 
+// Whether Linear should be batch-invariant when the user leaves it to us (--batch-invariant
+// auto): true at the avx512 and avx512vnni levels, where the invariant row-streaming kernels
+// measured as fast as or faster than oneDNN for many rows (README: Batch invariance); false at
+// avx2 (measured 1.4-10x slower prefill: no many-row AVX2 K-quant tiles yet) and at avx512bf16
+// and amx (native BF16 oneDNN / AMX tiles for many rows: the cost there is unmeasured), and
+// false when the choice failed.
+bool BatchInvariantByDefault();
+
 // The names TEXTGEN_MAX_ISA accepts, lowest first.
 std::vector<std::string> IsaLevelNames();
 

@@ -21,7 +21,7 @@ struct BenchOptions {
 
   std::vector<std::string> models;  // --model, for --speed and --beam
   ops::LinearCompute compute = ops::LinearCompute::kF32;
-  bool batch_invariant = true;  // --batch-invariant on|off (ops::LinearOptions)
+  bool batch_invariant = true;  // --batch-invariant auto|on|off (ops::LinearOptions)
   int threads = 0;              // 0: the engine's choice per model (ModelOptions::threads)
   int repeats = 3;              // best of
   uint64_t seed = 1;

@@ -67,8 +67,11 @@ void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
                          });
   // TEXTGEN_BATCH_INVARIANT too, as for textgen-server.
   f.SetEnvPrefix("TEXTGEN_");
-  f.Add("--batch-invariant", &o.batch_invariant, cli::OnOff(), "on|off",
-        "every matmul row computed alone (on, the default) or prefill\nthrough oneDNN (off)");
+  o.batch_invariant = ops::BatchInvariantByDefault();
+  f.Add("--batch-invariant", &o.batch_invariant, cli::AutoOnOff(ops::BatchInvariantByDefault),
+        "auto|on|off",
+        "every matmul row computed alone (on) or prefill through oneDNN\n(off); auto (default): "
+        "as textgen-server chooses");
   f.SetEnvPrefix("");
   AddPositive(f, "--threads", &o.threads,
               "compute threads (default: the engine's choice per model) and the\nbandwidth's "

@@ -69,6 +69,16 @@ TEST_CASE("value parsers accept their values and say what they expected", "[cli]
   CHECK(!on);
   CHECK(Check(OnOff(), "ON") == "on or off");
   CHECK(Check(OnOff(), "1") == "on or off");
+  for (const bool automatic : {true, false}) {
+    const auto parser = AutoOnOff([automatic] { return automatic; });
+    CHECK(Check(parser, "auto", &on).empty());
+    CHECK(on == automatic);
+    CHECK(Check(parser, "on", &on).empty());
+    CHECK(on);
+    CHECK(Check(parser, "off", &on).empty());
+    CHECK(!on);
+    CHECK(Check(parser, "yes") == "auto, on or off");
+  }
 
   std::vector<int32_t> ids;
   CHECK(Check(IntList(), "1, 2,3", &ids).empty());

@@ -255,19 +255,32 @@ TEST_CASE("textgen-server --kv-type: auto follows --compute, bf16 doubles the bl
   CHECK_THAT(help.out, Catch::Contains("--kv-type f32|bf16|auto"));
 }
 
-TEST_CASE("textgen-server --batch-invariant takes on or off, flag or environment") {
+TEST_CASE("textgen-server --batch-invariant takes auto, on or off, flag or environment") {
   const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
   REQUIRE(bin_dir != nullptr);
   const std::string server = std::string(bin_dir) + "/textgen-server";
   CommandResult bad = RunCommand(server + " --batch-invariant yes 2>&1");
   CHECK(bad.exit_code == 2);
-  CHECK_THAT(bad.out, Catch::Contains("--batch-invariant must be on or off"));
+  CHECK_THAT(bad.out, Catch::Contains("--batch-invariant must be auto, on or off"));
   CommandResult bad_env = RunCommand("TEXTGEN_BATCH_INVARIANT=1 " + server + " 2>&1");
   CHECK(bad_env.exit_code == 2);
-  CHECK_THAT(bad_env.out, Catch::Contains("TEXTGEN_BATCH_INVARIANT must be on or off"));
+  CHECK_THAT(bad_env.out, Catch::Contains("TEXTGEN_BATCH_INVARIANT must be auto, on or off"));
   CommandResult help = RunCommand(server + " --help");
   CHECK(help.exit_code == 0);
-  CHECK_THAT(help.out, Catch::Contains("--batch-invariant on|off"));
+  CHECK_THAT(help.out, Catch::Contains("--batch-invariant auto|on|off"));
+
+  // auto is off at the avx2 kernel level (every machine can run it); a flag overrides it.
+  ServerProcessOptions avx2;
+  avx2.env = {"TEXTGEN_MAX_ISA=avx2"};
+  {
+    ServerProcess s(avx2);
+    CHECK_THAT(s.Log(), Catch::Contains("batch-invariant matmuls: off"));
+  }
+  avx2.extra_args = {"--batch-invariant", "on"};
+  {
+    ServerProcess s(avx2);
+    CHECK_THAT(s.Log(), Catch::Contains("batch-invariant matmuls: on"));
+  }
 }
 
 TEST_CASE("TEXTGEN_ variables configure the server, flags beat them, bad ones exit 2",
