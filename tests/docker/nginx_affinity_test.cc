@@ -42,9 +42,12 @@ Replica StartReplica() {
   Replica r;
   r.metrics_port = PickFreePort();
   ServerProcessOptions o;
-  // A small KV pool: two servers share the machine with other tests.
+  // A small KV pool: two servers share the machine with other tests. No prefix cache: a
+  // session's first turn would then reuse the KV of an earlier session's identical first
+  // prompt, and cached_tokens would no longer tell a session's own KV from a shared prefix.
   o.extra_args = {"--metrics-listen", "127.0.0.1:" + std::to_string(r.metrics_port),
-                  "--kv-cache-mib", "16"};
+                  "--kv-cache-mib",   "16",
+                  "--prefix-cache",   "off"};
   r.server = std::make_unique<ServerProcess>(o);
   return r;
 }

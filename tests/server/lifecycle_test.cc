@@ -184,7 +184,7 @@ TEST_CASE("SIGTERM with a short stream in flight lets it complete", "[server][li
   ServerProcessOptions o;
   // A grace far above the stream's length (~1 s; 6 s seen under ASan on a loaded machine), so
   // only a drain that cuts streams early fails this.
-  o.extra_args = {"--shutdown-grace", "60", "--log-level", "warn"};
+  o.extra_args = {"--shutdown-grace", "60", "--log-level", "info"};
   ServerProcess server(o);
   auto stub = NewStub(server);
   v1::GenerateRequest req;
@@ -205,10 +205,13 @@ TEST_CASE("SIGTERM with a short stream in flight lets it complete", "[server][li
   }
   const grpc::Status st = reader->Finish();
   INFO(st.error_code() << ": " << st.error_message());
+  CHECK(server.Stop() == 0);
+  // The server's log, should the stream end early (seen once in ~60 runs: UNAVAILABLE "Socket
+  // closed" 0.19 s after the start; not reproduced since).
+  INFO(server.Log());
   CHECK(st.ok());
   CHECK(last.finish_reason() != v1::FINISH_REASON_UNSPECIFIED);
   CHECK(last.finish_reason() != v1::CANCELLED);
-  CHECK(server.Stop() == 0);
 }
 
 TEST_CASE("textgen-server --kv-type: auto follows --compute, bf16 doubles the blocks",
