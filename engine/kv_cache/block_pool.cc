@@ -144,6 +144,26 @@ size_t BlockPool::ResidentBytes() const {
   return resident * page;
 }
 
+absl::Status BlockPool::Prefault() {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14; older headers lack the name
+#endif
+  if (madvise(data_, mapped_bytes_, MADV_POPULATE_WRITE) == 0) return absl::OkStatus();
+  const int err = errno;
+  if (err != EINVAL) {
+    // ENOMEM (or EFAULT after a failed commit): the pool's pages cannot all be backed.
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot commit the %u-byte KV cache pool: %s", mapped_bytes_, std::strerror(err)));
+  }
+  // A kernel without MADV_POPULATE_WRITE: one write per page does the same (an out-of-memory
+  // here ends the process, as any first touch would later).
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (size_t off = 0; off < mapped_bytes_; off += page) {
+    *reinterpret_cast<volatile unsigned char*>(data_ + off) = 0;
+  }
+  return absl::OkStatus();
+}
+
 int BlockPool::RefCount(int32_t block) const {
   if (block < 0 || block >= options_.num_blocks) return 0;
   return refcount_[block];

@@ -103,6 +103,12 @@ class BlockPool {
   // touched so far. Lets a memory check tell the pool's first touches from heap growth. May run
   // concurrently with anything (reads no mutable member).
   size_t ResidentBytes() const;
+  // Commits every page of the pool now (MADV_POPULATE_WRITE, else a write per page), so that
+  // blocks never fault in zeroed pages mid-request. Worth it when the whole pool will be touched
+  // anyway: with the prefix cache, freed blocks stay cached and new blocks keep coming from
+  // untouched pages until the pool has been used through once (a measured 2-4% of a step's
+  // time while that lasts). ResourceExhausted if the memory cannot be committed.
+  absl::Status Prefault();
   // Idle blocks taken by Allocate so far.
   int64_t evictions() const { return evictions_; }
 

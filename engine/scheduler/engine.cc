@@ -45,6 +45,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
         absl::StrCat(options.model_path, "|", std::string(KvTypeName(kv.type)), "|",
                      static_cast<int>(options.model.llama.linear.compute), "|", kv.block_size)));
   }
+  if (options.kv_prefault.value_or(options.prefix_cache)) {
+    TG_RETURN_IF_ERROR(e->cache_->pool().Prefault());
+  }
   // One tiny pass before serving: the first forward pays one-time costs (oneDNN kernel
   // generation, faulting in the weights) that would otherwise land on the first client's
   // time to first token.

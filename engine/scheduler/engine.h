@@ -77,6 +77,11 @@ struct EngineOptions {
   // published chain shares those blocks instead of prefilling them again. Off: every prompt is
   // computed in full (sessions still reuse their own conversation).
   bool prefix_cache = true;
+  // Commit the whole KV pool's memory at start (BlockPool::Prefault). Unset: with the prefix
+  // cache, which fills the whole pool in time anyway (freed blocks stay cached), so the pages'
+  // first touches move from requests' steps to start-up; without it the pool stays lazily
+  // touched (resident memory follows the peak working set).
+  std::optional<bool> kv_prefault;
   // Optional: called on the scheduler thread after every forward pass, after the requests'
   // OnDelta and before their OnDone (metrics, tests). Must return quickly; may call Cancel and
   // Stats.

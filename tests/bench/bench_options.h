@@ -4,6 +4,7 @@
 #define TEXTGEN_TESTS_BENCH_BENCH_OPTIONS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct BenchOptions {
   std::string prefix_model;  // default: the first --model, else cache_model
   int prefix_system_tokens = 1000;
   int prefix_question_tokens = 50;
+  // --prefix-nomatch: only the no-match scenario, on/off order alternating per repeat.
+  bool prefix_nomatch_only = false;
+  std::optional<bool> kv_prefault;  // --kv-prefault: EngineOptions::kv_prefault
 
   bool rows_only = false;    // print table rows only, for concatenating processes' output
   bool machine_line = true;  // the first line: CPU, bandwidth, compute, threads

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,7 @@ Bench MakeBench(const BenchOptions& o, bool prefix_cache) {
   e.model.llama.linear.compute = o.compute;
   e.model.threads = o.threads;
   e.prefix_cache = prefix_cache;
+  e.kv_prefault = o.kv_prefault;
   e.step_observer = [counter = b.prompt_tokens](const StepReport& r) {
     *counter += r.prompt_tokens;
   };
@@ -153,15 +155,54 @@ ChatTurn5 RunChat(Bench& b, int vocab, uint64_t seed, bool session) {
   return out;
 }
 
-// Generated tokens/s of 16 streams with random 128-token prompts, 64 new tokens each.
-double RunNoMatch(Bench& b, int vocab, uint64_t seed) {
+// CPU seconds this process has used (all threads, user + system).
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Generated tokens/s of 16 streams with random 128-token prompts, 64 new tokens each; with
+// `cpu_ms_per_token`, also the process's CPU milliseconds per generated token (steadier than
+// wall time on a shared host, whose neighbours steal time).
+double RunNoMatch(Bench& b, int vocab, uint64_t seed, double* cpu_ms_per_token = nullptr) {
+  const double cpu_start = ProcessCpuSeconds();
   const auto start = Clock::now();
   std::vector<std::shared_ptr<TimedSink>> sinks;
   for (int i = 0; i < 16; ++i)
     sinks.push_back(Submit(*b.engine, RandomPrompt(128, vocab, seed + i), 64));
   int64_t tokens = 0;
   for (auto& s : sinks) tokens += s->Result().stats.generated_tokens;
+  if (cpu_ms_per_token != nullptr) {
+    *cpu_ms_per_token = 1e3 * (ProcessCpuSeconds() - cpu_start) / static_cast<double>(tokens);
+  }
   return tokens / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The no-match scenario alone, o.repeats pairs, the order of on and off alternating so that
+// neither always runs first (a cost of the cache shows as on / off below 1 in both orders).
+void PrintNoMatchOnly(const BenchOptions& o, Bench& on, Bench& off, int vocab,
+                      const std::string& name) {
+  std::vector<double> ratio, cpu_ratio;
+  std::string runs;
+  uint64_t seed = o.seed * 1000;
+  for (int r = 0; r < o.repeats; ++r) {
+    double tput[2], cpu[2];  // [on, off]
+    for (int i = 0; i < 2; ++i) {
+      const int k = (r + i) % 2;
+      tput[k] = RunNoMatch(k == 0 ? on : off, vocab, seed += 100, &cpu[k]);
+    }
+    ratio.push_back(tput[0] / tput[1]);
+    cpu_ratio.push_back(cpu[1] / cpu[0]);
+    absl::StrAppendFormat(&runs, "%s%.1f/%.1f (%.1f/%.1f)%s", r ? ", " : "", tput[0], tput[1],
+                          cpu[0], cpu[1], r % 2 ? " off first" : "");
+  }
+  absl::PrintF(
+      "| %s: no match, 16 streams, random 128-token prompts, 64 new tokens: generated "
+      "tok/s on/off by run (CPU ms per token on/off): %s | on / off, median of %d "
+      "paired runs: %.3f by tok/s, %.3f by CPU time per token |\n",
+      name, runs, o.repeats, Median(ratio), Median(cpu_ratio));
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -173,6 +214,7 @@ void PrintPrefixTable(const BenchOptions& o) {
   const std::string name = DisplayName(on.engine->model());
   // Untimed: the first long prefill pays one-time costs (kernel generation, page faults).
   for (Bench* b : {&on, &off}) Submit(*b->engine, RandomPrompt(600, vocab, 999), 2)->Result();
+  if (o.prefix_nomatch_only) return PrintNoMatchOnly(o, on, off, vocab, name);
 
   uint64_t seed = o.seed * 1000;
   std::vector<SharedPrompt> shared[2];  // [on, off]

@@ -120,6 +120,16 @@ void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
         "--prefix model (default: the first --model, else --cache-model)");
   AddPositive(f, "--prefix-system", &o.prefix_system_tokens,
               "--prefix system prompt tokens (default 1000; questions 50)");
+  f.Flag("--prefix-nomatch", &o.prefix_nomatch_only,
+         "--prefix: only the no-match scenario (16 streams, random prompts), on\nand off "
+         "alternating which runs first, --repeats pairs");
+  f.AddWith<std::string>("--kv-prefault", cli::OneOf({"auto", "on", "off"}), "auto|on|off",
+                         "--prefix: commit the KV pool at start (default auto: with the\nprefix "
+                         "cache)",
+                         [&o](const std::string& v) {
+                           o.kv_prefault =
+                               v == "auto" ? std::nullopt : std::optional<bool>(v == "on");
+                         });
   f.Flag("--rows-only", &o.rows_only,
          "print table rows only (no machine line, no table heads), to append a\nprocess's rows "
          "to another's table");
@@ -151,6 +161,7 @@ BenchOptions ParseFlags(int argc, char** argv) {
     o.cache_context = 64;          // so that the window slides
     o.prefix_system_tokens = 200;  // stories260K's context is 512
   }
+  if (o.prefix_nomatch_only) o.prefix = true;
   if (o.prefix_model.empty()) o.prefix_model = o.models.empty() ? o.cache_model : o.models[0];
   const bool any = o.bandwidth || o.speed || o.beam || o.cache_table || o.prefix;
   if (!o.models.empty() && !any) o.speed = true;

@@ -111,5 +111,27 @@ TEST_CASE("prefix cache off: a repeated prompt is computed again", "[server][pre
   CHECK_THAT(help.out, Catch::Contains("--prefix-cache on|off"));
 }
 
+TEST_CASE("the KV pool is committed at start with the prefix cache, lazily without it",
+          "[server][prefix]") {
+  // A 64 MiB pool: committed whole it is all resident before any request; lazily, the warm-up
+  // pass touches one block (huge pages may fault 2 MiB at once).
+  constexpr double kPool = 64 << 20;
+  auto resident = [&](std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--kv-cache-mib", "64"});
+    auto server = StartHttpServer(flags);
+    return ScrapeMetrics(server->metrics_port).Get("textgen_kv_pool_resident_bytes");
+  };
+  CHECK(resident({}) >= 0.99 * kPool);
+  CHECK(resident({"--prefix-cache", "off"}) < 0.25 * kPool);
+  CHECK(resident({"--kv-prefault", "off"}) < 0.25 * kPool);
+  CHECK(resident({"--prefix-cache", "off", "--kv-prefault", "on"}) >= 0.99 * kPool);
+
+  const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
+  REQUIRE(bin_dir != nullptr);
+  CommandResult bad = RunCommand(std::string(bin_dir) + "/textgen-server --kv-prefault yes 2>&1");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("--kv-prefault must be auto, on or off, got \"yes\""));
+}
+
 }  // namespace
 }  // namespace textgen::testing

@@ -292,5 +292,21 @@ TEST_CASE("BlockPool: reports the bytes of its pages in memory, none until writt
   CHECK(pool->ResidentBytes() <= pool->block_bytes() + (size_t{2} << 20));
 }
 
+TEST_CASE("BlockPool: Prefault commits every page, still zeroed", "[kv_cache]") {
+  KvCacheOptions o{
+      .n_layers = 1, .n_kv_heads = 1, .head_dim = 64, .block_size = 256, .num_blocks = 64};
+  auto pool = MakePool(o);
+  const size_t mapped = pool->block_bytes() * 64;  // 8 MiB of whole pages
+  CHECK(pool->ResidentBytes() == 0);
+  REQUIRE(pool->Prefault().ok());
+  CHECK(pool->ResidentBytes() == mapped);
+  const int32_t b = pool->Allocate().value();
+  CHECK(pool->Key(b, 0, 0)[0] == 0.0f);
+  CHECK(pool->Value(b, 0, 0)[o.block_size * o.head_dim - 1] == 0.0f);
+  pool->Key(b, 0, 0)[0] = 1.5f;
+  REQUIRE(pool->Prefault().ok());  // again: written data stays
+  CHECK(pool->Key(b, 0, 0)[0] == 1.5f);
+}
+
 }  // namespace
 }  // namespace textgen
