@@ -37,7 +37,9 @@ std::unique_ptr<KvCache> MakeCache(const ModelConfig& c) {
 // threads > 0: that many compute threads, with every matmul split across them (and prefill
 // attention and element-wise ops, whose thresholds the no-cache passes exceed), so the threaded
 // paths of the big models are checked on models small enough for references.
-void CheckParity(const ParityCase& pc, bool use_cache, int threads = 0) {
+// max_tokens > 0: only the first max_tokens generated tokens of each case are checked (an exact
+// prefix of the reference: greedy decoding does not look ahead).
+void CheckParity(const ParityCase& pc, bool use_cache, int threads = 0, int max_tokens = 0) {
   ModelOptions mo;
   if (threads > 0) {
     mo.threads = threads;
@@ -58,31 +60,41 @@ void CheckParity(const ParityCase& pc, bool use_cache, int threads = 0) {
     INFO("model " << pc.model << ", cache " << use_cache << ", prompt '" << prompt << "'");
     std::vector<int32_t> prompt_ids = rc["prompt_ids"].get<std::vector<int32_t>>();
     std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
+    const bool truncated = max_tokens > 0 && static_cast<int>(want.size()) > max_tokens;
+    if (truncated) want.resize(max_tokens);
     CHECK(m.tokenizer().Encode(prompt, m.tokenizer().add_bos()) == prompt_ids);
 
     DecodingOptions options;
-    options.max_new_tokens = n_predict;
+    options.max_new_tokens = truncated ? max_tokens : n_predict;
     options.use_cache = use_cache;
     auto result = Generate(m.llama(), m.tokenizer(), *cache, prompt_ids, options);
     REQUIRE(result.ok());
     REQUIRE(result->hypotheses.size() == 1);
     const Hypothesis& h = result->hypotheses[0];
     REQUIRE(h.ids == want);
-    CHECK(FinishReasonName(result->finish_reason) == (rc["stop_type"] == "eos" ? "eos" : "length"));
+    if (!truncated) {
+      CHECK(FinishReasonName(result->finish_reason) ==
+            (rc["stop_type"] == "eos" ? "eos" : "length"));
+    }
     const auto& steps = rc["steps"];
-    REQUIRE(steps.size() == want.size());
+    REQUIRE(steps.size() >= want.size());
     for (size_t i = 0; i < want.size(); ++i) {
       const double diff = std::abs(h.logprobs[i] - steps[i]["logprob"].get<double>());
       max_logprob_diff = std::max(max_logprob_diff, diff);
       CHECK(diff < 1e-3);
     }
-    CHECK(h.text == rc["text"].get<std::string>());
+    if (!truncated) CHECK(h.text == rc["text"].get<std::string>());
     checked_tokens += static_cast<int>(want.size());
   }
   CHECK(cache->num_free_blocks() == free_before);
   WARN(pc.model << " cache=" << use_cache << ": " << checked_tokens
                 << " tokens identical, max |logprob diff| = " << max_logprob_diff);
 }
+
+// Without the KV cache every step runs the whole sequence again; on the quant zoo's exact path
+// that is ~40 s of CPU for its 5 x 64 tokens (x3 with the threaded run, more under ASan or at
+// the AVX2 level). Its first 16 tokens per case check the same code.
+int NoCacheTokens(const ParityCase& pc) { return pc.model.rfind("quant/", 0) == 0 ? 16 : 0; }
 
 const ParityCase kCases[] = {
     {"stories260K.gguf", "stories260K.greedy.json"},
@@ -102,7 +114,7 @@ TEST_CASE("greedy decoding matches llama.cpp with the KV cache", "[parity]") {
 
 TEST_CASE("greedy decoding matches llama.cpp without the KV cache", "[parity]") {
   for (const ParityCase& pc : kCases) {
-    SECTION(pc.model) { CheckParity(pc, /*use_cache=*/false); }
+    SECTION(pc.model) { CheckParity(pc, /*use_cache=*/false, 0, NoCacheTokens(pc)); }
   }
 }
 
@@ -110,7 +122,10 @@ TEST_CASE("greedy decoding matches llama.cpp with the ops split across 2 threads
   for (const ParityCase& pc : kCases) {
     SECTION(pc.model) {
       CheckParity(pc, /*use_cache=*/true, /*threads=*/2);
-      CheckParity(pc, /*use_cache=*/false, /*threads=*/2);
+      // The threaded no-cache passes split even the tiny models' every op across a team
+      // (parallel_min_bytes 0), whose hand-offs dominate on a loaded 2-core machine: the first
+      // 16 tokens of each case run every threaded path.
+      CheckParity(pc, /*use_cache=*/false, /*threads=*/2, /*max_tokens=*/16);
     }
   }
 }
