@@ -96,7 +96,16 @@ fi
 # --- Build from the repository's own Dockerfile. ---
 build_log=build/container-build.log
 t0=$SECONDS
-"${podman[@]}" build --isolation=chroot --format docker -f docker/Dockerfile -t "$image" . \
+# The host's ccache, which scripts/build.sh filled with the same compiler and flags, serves the
+# image's build too (paths hashed relative to the source folder): a cold CI machine compiles the
+# server once instead of twice.
+ccache_args=()
+host_ccache=$(ccache -k cache_dir 2>/dev/null || true)
+if [ -n "$host_ccache" ] && [ -d "$host_ccache" ]; then
+  ccache_args=(--volume "$host_ccache:/hostccache" --build-arg CCACHE_DIR=/hostccache)
+fi
+"${podman[@]}" build --isolation=chroot --format docker -f docker/Dockerfile -t "$image" \
+  "${ccache_args[@]}" . \
   >"$build_log" 2>&1 || { tail -n 60 "$build_log" >&2; fail "podman build"; }
 build_s=$((SECONDS - t0))
 size=$("${podman[@]}" image inspect --format '{{.Size}}' "$image")
