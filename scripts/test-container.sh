@@ -103,6 +103,8 @@ ccache_args=()
 host_ccache=$(ccache -k cache_dir 2>/dev/null || true)
 if [ -n "$host_ccache" ] && [ -d "$host_ccache" ]; then
   ccache_args=(--volume "$host_ccache:/hostccache" --build-arg CCACHE_DIR=/hostccache)
+  # ccache hashes LANG too: without the host's, every lookup misses.
+  [ -n "${LANG:-}" ] && ccache_args+=(--build-arg "LANG=$LANG")
 fi
 "${podman[@]}" build --isolation=chroot --format docker -f docker/Dockerfile -t "$image" \
   "${ccache_args[@]}" . \
