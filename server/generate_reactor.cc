@@ -224,6 +224,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
   }
   if (cancel) CancelEngineRequest();
   Pump();
+  reactions_before_done_.Release();
 }
 
 void GenerateReactor::OnCancel() {
@@ -238,6 +239,8 @@ void GenerateReactor::OnCancel() {
   }
   if (cancel) CancelEngineRequest();
   Pump();
+  // Still alive: gRPC holds the call (and so OnDone) until this reaction returns.
+  reactions_before_done_.Release();
 }
 
 void GenerateReactor::CancelEngineRequest() {
@@ -251,6 +254,7 @@ void GenerateReactor::CancelEngineRequest() {
 }
 
 void GenerateReactor::OnDone() {
+  reactions_before_done_.Acquire();
   // gRPC is done with the reactor; the engine's sink may still hold it.
   std::shared_ptr<GenerateReactor> self = std::move(self_);
 }

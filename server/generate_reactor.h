@@ -9,7 +9,7 @@
 //
 // Lifetime: two parties hold the reactor through shared_ptrs: gRPC (dropped in OnDone) and the
 // engine's sink (dropped when the engine releases the sink after its OnDone). Whichever
-// finishes last frees it.
+// finishes last frees it, so the engine can free it only after gRPC's OnDone, as gRPC requires.
 #ifndef TEXTGEN_SERVER_GENERATE_REACTOR_H_
 #define TEXTGEN_SERVER_GENERATE_REACTOR_H_
 
@@ -25,6 +25,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "engine/scheduler/engine.h"
+#include "server/happens_before.h"
 #include "server/prompt_workers.h"
 #include "server/request_convert.h"
 #include "server/server_metrics.h"
@@ -90,6 +91,10 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
 
   // gRPC's reference; reset in OnDone.
   std::shared_ptr<GenerateReactor> self_;
+  // gRPC runs OnDone after every other reaction has returned, but orders an OnCancel before it
+  // only inside libgrpc++ (uninstrumented): without this edge ThreadSanitizer sees OnCancel's
+  // Finish unordered with the reactor's destruction after OnDone (see happens_before.h).
+  HappensBefore reactions_before_done_;
 
   absl::Mutex mu_;
   // For the completion log line ("-" when the request did not convert).

@@ -245,8 +245,10 @@ int Main(int argc, char** argv) {
     sig = sigtimedwait(&signals, nullptr, &poll);
     if (sig == SIGTERM || sig == SIGINT) {
       spdlog::info("{} received while loading: exiting without serving", strsignal(sig));
-      spdlog::shutdown();  // flushes the log
-      std::_Exit(0);       // the loader thread cannot be stopped or joined early
+      // Flush only: spdlog::shutdown() would free the logger that the still running loader
+      // may be logging through (a race ThreadSanitizer reported).
+      spdlog::default_logger()->flush();
+      std::_Exit(0);  // the loader thread cannot be stopped or joined early
     }
   }
   loader.join();
