@@ -256,6 +256,9 @@ int Main(int argc, char** argv) {
     spdlog::error("cannot load: {}", loaded.ToString());
     return 1;
   }
+  // Only this thread starts serving, after the loop above: a SIGTERM it took there was before
+  // any RPC could run; one from now on drains (a pending one is taken by the sigwait below).
+  (*server)->Serve();
   while (sigwait(&signals, &sig) != 0) {
   }
   spdlog::info("{} received: draining (grace {})", strsignal(sig),

@@ -209,13 +209,18 @@ absl::Status TextgenServer::Load() {
                options_.listen, port_, stats.kv_blocks_total, options_.engine.kv_block_size,
                KvTypeName(engine->kv_type()));
   TG_RETURN_IF_ERROR(SetUpChat(*engine));
-  service_->SetEngine(engine.get());
+  loaded_engine_ = std::move(engine);
+  return absl::OkStatus();
+}
+
+void TextgenServer::Serve() {
+  if (loaded_engine_ == nullptr) return;
+  service_->SetEngine(loaded_engine_.get());
   {
     absl::MutexLock lock(&engine_mu_);
-    engine_ = std::move(engine);
+    engine_ = std::move(loaded_engine_);
   }
   SetState(State::kServing);
-  return absl::OkStatus();
 }
 
 absl::Status TextgenServer::SetUpChat(Engine& engine) {

@@ -38,9 +38,14 @@ class TextgenServer {
   TextgenServer(const TextgenServer&) = delete;
   TextgenServer& operator=(const TextgenServer&) = delete;
 
-  // Loads the model and starts the engine (blocking), then serves: health SERVING. Engine errors
-  // as they come (the server stays NOT_SERVING). Call once, from the thread that calls Shutdown.
+  // Loads the model and starts the engine (blocking), without serving it yet: RPCs stay
+  // UNAVAILABLE and health NOT_SERVING. Engine errors as they come. Call once.
   absl::Status Load();
+  // After a successful Load: serves the loaded engine (health SERVING). Separate from Load so
+  // that the thread taking signals decides alone, with no window in between, whether a SIGTERM
+  // came before serving (exit at once: nothing is in flight) or after it (drain). Call once,
+  // from the thread that calls Shutdown.
+  void Serve();
 
   // Health NOT_SERVING (load balancers stop sending), stop accepting calls, let in-flight ones
   // run until `grace` has passed and cancel the rest, then stop the engine.
@@ -73,6 +78,7 @@ class TextgenServer {
   // Read by metrics scrapes on the HTTP threads; set by Load, cleared before it is destroyed.
   absl::Mutex engine_mu_;
   std::unique_ptr<Engine> engine_ ABSL_GUARDED_BY(engine_mu_);
+  std::unique_ptr<Engine> loaded_engine_;  // from Load to Serve
   int port_ = 0;
   bool shut_down_ = false;
 };
