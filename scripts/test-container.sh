@@ -180,7 +180,10 @@ code=$(timeout $((grace + 5)) "${podman[@]}" wait "$container") ||
   fail "still running $((grace + 5)) s after SIGTERM"
 stop_ms=$((($(date +%s%N) - t0) / 1000000))
 [ "$code" = 0 ] || fail "exit code $code after SIGTERM"
-"${podman[@]}" logs "$container" 2>&1 | grep -q "draining" || fail "no drain in the log"
+# Read the whole log first: with pipefail, `podman logs | grep -q` fails when grep exits at the
+# match and podman gets SIGPIPE writing the next line (CI saw exactly that).
+stop_log=$("${podman[@]}" logs "$container" 2>&1)
+grep -q "draining" <<<"$stop_log" || fail "no drain in the log"
 log "SIGTERM: exit 0 after ${stop_ms} ms (grace ${grace} s)"
 # --- docker/compose.yaml with podman-compose: two replicas of this image behind the nginx
 # load balancer, on a container network (netavark, names resolved by aardvark-dns). ---
