@@ -30,9 +30,10 @@ constexpr char kLoadUsage[] = R"(textgen-client load: measure the server under c
 Usage: textgen-client load (--prompt TEXT | --prompt-ids LIST | --prompt-tokens N) [--concurrency N]
                            (--duration S | --requests M) [--session-turns K] [options]
 
-Each of N workers sends Generate calls back to back, each over its own connection, until M
-calls in total have been made or S seconds have passed (calls in flight then finish; with both,
-whichever comes first; with neither, 10 seconds). Prints requests/s, generated tokens/s, the
+Each of N workers opens its own connection (all before the clock starts; --timeout bounds the
+wait, default 10 s) and sends Generate calls back to back, until M calls in total have been made
+or S seconds have passed (calls in flight then finish; with both, whichever comes first; with
+neither, 10 seconds). Prints requests/s, generated tokens/s, the
 time to first token (call start to the first message carrying tokens) and the inter-token
 latency (the gap between two token-carrying messages, divided evenly among the later one's
 tokens), as p50/p95/p99 in ms, and the failed calls by status code. Exits 1 if any call failed.)";
@@ -97,7 +98,15 @@ class Worker {
         request_(request),
         random_prompt_(random_prompt),
         rng_(seed),
-        stub_(v1::TextGeneration::NewStub(MakeChannel(conn, /*own_connection=*/true))) {}
+        channel_(MakeChannel(conn, /*own_connection=*/true)),
+        stub_(v1::TextGeneration::NewStub(channel_)) {}
+
+  // Opens this worker's connection (gRPC retries a failed attempt with backoff until
+  // `deadline`), so that no call fails on a transient connect error and no call's time to
+  // first token includes connecting. Whether it connected.
+  bool Connect(std::chrono::system_clock::time_point deadline) {
+    return channel_->WaitForConnected(deadline);
+  }
 
   // Runs one call (in the given session when not empty); records into results_. Returns
   // whether it succeeded and, through ttft_ms, its time to first token (NaN if no token came).
@@ -182,6 +191,7 @@ class Worker {
   v1::GenerateRequest request_;
   RandomPromptSpec random_prompt_;
   std::mt19937_64 rng_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::TextGeneration::Stub> stub_;
   Results results_;
 };
@@ -324,6 +334,23 @@ int RunLoad(const std::vector<std::string>& args) {
   const int64_t turns = std::max(o.session_turns, 1);
   const int64_t units =
       o.requests > 0 ? (o.requests + turns - 1) / turns : std::numeric_limits<int64_t>::max();
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int i = 0; i < o.concurrency; ++i) {
+    workers.push_back(std::make_unique<Worker>(conn, gen.request, random_prompt, i + 1));
+  }
+  // Every connection open before the clock starts (--timeout bounds it, else 10 s).
+  const double connect_s = conn.timeout_s > 0 ? conn.timeout_s : 10;
+  const auto connect_by = std::chrono::system_clock::now() +
+                          std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                              std::chrono::duration<double>(connect_s));
+  for (auto& w : workers) {
+    if (!w->Connect(connect_by)) {
+      std::fprintf(stderr, "error: UNAVAILABLE: cannot connect to %s within %g s\n",
+                   conn.server.c_str(), connect_s);
+      return kExitRpcError;
+    }
+  }
+
   std::atomic<int64_t> claimed{0};
   const Clock::time_point start = Clock::now();
   const Clock::time_point stop_at = o.duration_s > 0
@@ -331,10 +358,6 @@ int RunLoad(const std::vector<std::string>& args) {
                                                       std::chrono::duration<double>(o.duration_s))
                                         : Clock::time_point::max();
 
-  std::vector<std::unique_ptr<Worker>> workers;
-  for (int i = 0; i < o.concurrency; ++i) {
-    workers.push_back(std::make_unique<Worker>(conn, gen.request, random_prompt, i + 1));
-  }
   std::vector<std::thread> threads;
   for (auto& w : workers) {
     threads.emplace_back([&, w = w.get()] {

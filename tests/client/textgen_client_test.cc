@@ -219,6 +219,16 @@ TEST_CASE("textgen-client session creates and deletes sessions for generate", "[
   CHECK(Client("session" + at, true).exit_code == 2);
 }
 
+TEST_CASE("textgen-client load opens every connection first and says so when it cannot", "[cli]") {
+  // Nothing listens on port 1: the connection is refused, gRPC retries until --timeout.
+  RunResult r =
+      Client("load --server 127.0.0.1:1 --prompt x --concurrency 2 --requests 2 --timeout 1", true);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.out,
+             Catch::Contains("error: UNAVAILABLE: cannot connect to 127.0.0.1:1 within 1 s"));
+  CHECK_THAT(r.out, !Catch::Contains("requests/s"));  // no run was timed
+}
+
 TEST_CASE("textgen-client load reports throughput and latency", "[cli][server]") {
   testing::ServerProcess server(QuickStop());
   const std::string s = "load --server " + server.address() + " --prompt 'Once upon a time' ";
