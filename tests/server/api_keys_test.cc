@@ -38,7 +38,9 @@ TEST_CASE("a keys file with short, repeated or no keys is refused without showin
           "[server][auth]") {
   for (const char* text :
        {"short alice\n", "# only a comment\n", "dddddddddddddddddddd a\ndddddddddddddddddddd b\n",
-        "dddddddddddddddddddd a b\n", "ddddddddddddddd\x01ddd\n"}) {
+        "dddddddddddddddddddd a b\n",
+        "ddddddddddddddd\x01"
+        "ddd\n"}) {
     auto keys = ApiKeys::Parse(text, "test");
     INFO(text);
     CHECK(absl::IsInvalidArgument(keys.status()));
