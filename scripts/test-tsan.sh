@@ -7,7 +7,7 @@
 # code on gRPC's memory (why TSan's suppressions cannot express that: the script's header). A
 # report in a textgen-server child that the test itself survived fails the run too.
 #
-#   scripts/test-tsan.sh          # the CI-sized subset (not yet called from .ci/run)
+#   scripts/test-tsan.sh          # the CI-sized subset (.ci/run runs it last)
 #   scripts/test-tsan.sh --full   # every server test that can run under TSan (builds server_tests)
 #
 # What runs (TSan slows our code 5-15x; measured cost at the end of this header):
