@@ -6,9 +6,14 @@
 A report is gRPC-internal, and only then tolerated, when all of this holds:
   - it is a data race (every other kind - use after free, lock order, signal safety, thread leak,
     a race on a vptr - is always ours to look at);
-  - no frame of any access stack is in our sources (REPO_ROOT, resolved from BUILD_DIR, which is
-    where the report's relative paths start), and at least one access stack was restored;
-  - the memory, when the report says where it was allocated, was not allocated by our code.
+  - at least one access stack was restored and has no frame in our sources (REPO_ROOT, resolved
+    from BUILD_DIR, where the report's relative paths start): a library thread on one side;
+  - in every access stack the accessing frame (the innermost one outside TSan's runtime) is not
+    ours: our code may be further out, as the caller of a gRPC API (e.g. ClientReader::Finish
+    copying the status message a gRPC thread wrote), never the one touching the memory;
+  - the memory is not ours: when the report says where it was allocated, no frame of ours is in
+    that stack; and when our frames are in an access, it must be a heap block the report traces
+    to library code (stack or global memory is then never tolerated).
 Why this exists: gRPC's callback API is partly headers compiled into our binaries (instrumented)
 and partly libgrpc (Debian's, not instrumented). The lock-free handoffs of the library order the
 header code's accesses, and TSan sees none of them: it reports races between two pieces of gRPC's
@@ -28,6 +33,11 @@ SEPARATOR = "=================="
 ACCESS = re.compile(r"^  (Previous )?(atomic )?(read|write) of size", re.IGNORECASE)
 SECTION = re.compile(r"^  \S")
 FRAME_FILE = re.compile(r"\s(\S+?):\d+(?::\d+)?\s\([^()]*\)$")
+
+
+def in_tsan_runtime(frame):
+    """Frames of TSan itself (interceptors such as memcpy, operator new/delete)."""
+    return "/libsanitizer/" in frame or "(libtsan.so" in frame
 
 
 def split_reports(text):
@@ -70,16 +80,23 @@ class Triage:
     def grpc_internal(self, report):
         if not report[0].startswith("WARNING: ThreadSanitizer: data race ("):
             return False
-        restored = 0
+        library_only = our_callers = False
+        heap_location = False
         for header, frames in sections(report):
+            restored = [f for f in frames if f.lstrip().startswith("#")]
             if ACCESS.match(header):
-                if any(self.is_ours(f) for f in frames):
+                accessor = next((f for f in restored if not in_tsan_runtime(f)), None)
+                if accessor is not None and self.is_ours(accessor):
                     return False
-                restored += any(f.lstrip().startswith("#") for f in frames)
+                if any(self.is_ours(f) for f in restored):
+                    our_callers = True
+                elif restored:
+                    library_only = True
             elif header.startswith("  Location is"):
                 if any(self.is_ours(f) for f in frames):
                     return False
-        return restored > 0
+                heap_location = header.startswith("  Location is heap block") and bool(restored)
+        return library_only and (heap_location or not our_callers)
 
 
 def main(argv):
