@@ -15,6 +15,8 @@
 #   tsan/server/happens_before_*  server/happens_before.h adds the edge it states, only that
 #   engine/scheduler/*        the engine thread: queueing, batching, streaming callbacks,
 #                             cancellation, sessions, prefill, shutdown
+#   tsan/ops/*                the WorkerPool under ParallelFor/ParallelForEach: hand-offs,
+#                             late workers, nesting, concurrent callers, sleeping and waking
 #   tsan/server/*             (CI) server_tsan_tests: the server test files named in
 #                             tests/CMakeLists.txt (cancel, chat, errors, generate, lifecycle,
 #                             limits, openai_connection, session), real TSan-built textgen-server
@@ -30,10 +32,10 @@
 #                             cannot report anything there. tokenizer's and chat's one
 #                             concurrent test each are not run (the server tests drive both
 #                             through the prompt workers)
-#   engine/ops                its threads are OpenMP's (held to one, below); the two tests that
-#                             call one Linear / AMX matmul from two threads cover no path the
-#                             server takes (one engine thread runs every kernel), and the ops
-#                             test binary is the costliest to build
+#   engine/ops (but the pool)  oneDNN's threads are OpenMP's (held to one, below); the two tests
+#                             that call one Linear / AMX matmul from two threads cover no path
+#                             the server takes (one engine thread runs every kernel), and the
+#                             ops test binary is the costliest to build
 #   server tls, python_client, arch_eog tests  no server threads of ours beyond what the other
 #                             server tests exercise (TLS lives in uninstrumented gRPC and
 #                             cpp-httplib; the Python client is another process), and they are
@@ -53,9 +55,10 @@
 #
 # Third-party code is not instrumented (Debian packages), so:
 #   - OpenMP (libgomp) is held to one thread (OMP_THREAD_LIMIT=1): TSan does not see libgomp's
-#     barriers, so every parallel kernel would report false races on its output rows. The ops'
-#     OpenMP kernels and oneDNN therefore run on the calling thread; what is checked is our own
-#     threads (engine loop, server/gRPC/HTTP threads, prompt workers) and what they share.
+#     barriers, so oneDNN's parallel calls would report false races on their output rows; they
+#     run on the calling thread. The ops' own parallel loops run on our WorkerPool (atomics TSan
+#     sees); what is checked is our own threads (engine loop, compute pool, server/gRPC/HTTP
+#     threads, prompt workers) and what they share.
 #   - Abseil's mutexes: tests/support/tsan_absl_sync.cc (linked into every TSan binary) adds the
 #     happens-before edges an instrumented Abseil would report to TSan.
 #   - gRPC and protobuf: their own memory accesses are invisible to TSan; see tsan.supp for
@@ -95,7 +98,7 @@ else
   SERVER_TESTS=server_tsan_tests SERVER='^tsan/server/'
 fi
 cmake --build "$B" -j"$JOBS" --target tsan_absl_sync_check engine_scheduler_tests \
-  "$SERVER_TESTS"
+  ops_tsan_tests "$SERVER_TESTS"
 
 REPORTS="$PWD/$B/tsan-reports"
 rm -rf "$REPORTS" && mkdir -p "$REPORTS"
@@ -108,7 +111,7 @@ export TSAN_OPTIONS="halt_on_error=0 exitcode=0 second_deadlock_stack=1 history_
 log_path=$REPORTS/tsan suppressions=$PWD/scripts/tsan.supp"
 export OMP_THREAD_LIMIT=1 OMP_NUM_THREADS=1
 
-ENGINE='^engine/scheduler/'
+ENGINE='^engine/scheduler/|^tsan/ops/'
 # tls_test.cc (4), python_client_test.cc, arch_eog_test.cc, and the chat test with
 # template_kwargs, by test name.
 EXCLUDE='^(tsan/)?server/(TLS |mutual TLS |unusable TLS |a listener other hosts |the Python example '

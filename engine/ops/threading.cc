@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "engine/ops/cpu_budget.h"
+#include "engine/ops/worker_pool.h"
 
 namespace textgen::ops {
 namespace {
@@ -41,19 +42,20 @@ void ParallelFor(int64_t n, int64_t align, int threads,
   if (n <= 0) return;
   align = std::max<int64_t>(align, 1);
   const int64_t units = (n + align - 1) / align;
-  const int parts = static_cast<int>(std::min<int64_t>(std::max(threads, 1), units));
+  threads = std::max(threads, 1);
+  const int parts = static_cast<int>(
+      std::min<int64_t>(units, threads == 1 ? 1 : int64_t{threads} * kRangesPerThread));
   if (parts <= 1) {
     fn(0, n);
     return;
   }
-  // Static split: the ranges are equal work (rows of one matrix), and a static schedule lets
-  // each thread start at once without a shared counter.
-#pragma omp parallel for num_threads(parts) schedule(static, 1)
-  for (int p = 0; p < parts; ++p) {
+  // Equal ranges (rows of one matrix), several per thread: claimed one at a time, so a thread
+  // that is descheduled (another process wants its core) leaves its share to the others.
+  WorkerPool::Global().Run(parts, threads, [&](int p) {
     const int64_t begin = std::min(n, units * p / parts * align);
     const int64_t end = std::min(n, units * (p + 1) / parts * align);
     if (begin < end) fn(begin, end);
-  }
+  });
 }
 
 void ParallelForEach(int64_t n, int threads, absl::FunctionRef<void(int64_t i)> fn) {
@@ -62,8 +64,13 @@ void ParallelForEach(int64_t n, int threads, absl::FunctionRef<void(int64_t i)> 
     return;
   }
   const int team = static_cast<int>(std::min<int64_t>(threads, n));
-#pragma omp parallel for num_threads(team) schedule(dynamic, 1)
-  for (int64_t i = 0; i < n; ++i) fn(i);
+  std::atomic<int64_t> next{0};
+  WorkerPool::Global().Run(team, team, [&](int) {
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      fn(i);
+    }
+  });
 }
 
 namespace internal {

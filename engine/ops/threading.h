@@ -1,18 +1,12 @@
-// Thread count of the ops' multi-threaded kernels (oneDNN and the GEMV kernels, both on the
-// same OpenMP runtime, so they share one team of threads).
+// Thread count of the ops' multi-threaded kernels, and their parallel loops.
 //
-// OpenMP keeps its thread-count setting per calling thread, so a plain omp_set_num_threads()
-// on the main thread would not reach server worker threads. Instead the count is stored
-// process-wide here and each kernel entry point calls ApplyThreadCountToThisThread(), which
+// ParallelFor and ParallelForEach run on the engine's own WorkerPool (engine/ops/worker_pool.h:
+// workers that spin briefly, then yield, then sleep, and parts claimed one at a time, so decode
+// keeps about its share of the CPU when other processes compete for the cores). oneDNN runs on
+// OpenMP, whose thread-count setting is kept per calling thread: a plain omp_set_num_threads()
+// on the main thread would not reach server worker threads. So the count is stored
+// process-wide here and oneDNN's entry points call ApplyThreadCountToThisThread(), which
 // forwards it to OpenMP on that thread only when it changed (a thread-local compare).
-//
-// Waiting: OpenMP workers spin between parallel regions before they sleep. libgomp spins for
-// up to 300,000 PAUSEs by default (~10 ms on recent Intel cores, where PAUSE takes ~140
-// cycles), so when other processes compete for the cores a spinning worker burns the time
-// slice a descheduled team member needs to reach the barrier. Setting GOMP_SPINCOUNT from
-// the process itself does not work (a .preinit_array setenv is undone when libc initializes
-// its environment, before libgomp reads it), so a short spin is the operator's choice
-// (README, "Kernel levels and threads").
 #ifndef TEXTGEN_ENGINE_OPS_THREADING_H_
 #define TEXTGEN_ENGINE_OPS_THREADING_H_
 
@@ -36,22 +30,29 @@ int DefaultNumThreads();
 std::string DescribeThreadDefault();
 
 // A good setting for a model whose largest matmul weight has `max_weight_elems` elements.
-// Tiny models (stories260K: largest weight 512x64) decode fastest on one thread: an OpenMP
-// fork/join costs ~2-3 us, more than the whole matmul (and far more when the cores are shared
+// Tiny models (stories260K: largest weight 512x64) decode fastest on one thread: a fork/join
+// costs ~1-3 us, more than the whole matmul (and far more when the cores are shared
 // with other busy processes: a descheduled team member stalls the join for a time slice).
 // Calls on Linear's direct kernel are single-threaded anyway; this governs the rest.
 int RecommendedNumThreads(int64_t max_weight_elems);
 
-// Runs fn(begin, end) over [0, n) cut into one contiguous range per thread (range starts are
-// multiples of `align`), on min(threads, ceil(n / align)) OpenMP threads. With one range it
-// runs inline on the calling thread. Inside another parallel region OpenMP runs it on one
-// thread. fn must be safe to run concurrently on disjoint ranges.
+// Runs fn(begin, end) over [0, n) cut into equal contiguous ranges (starts are multiples of
+// `align`; up to kRangesPerThread per thread, fewer when n / align is smaller) on the calling
+// thread and up to threads - 1 pool workers. The ranges depend only on (n, align, threads), not
+// on which thread runs them. With one range, or from inside another ParallelFor/ForEach or an
+// OpenMP region, it runs inline on the calling thread. fn must be safe to run concurrently on
+// disjoint ranges.
+// Ranges per thread: when another process takes a core, the threads that keep theirs take the
+// ranges a descheduled thread has not claimed (measured under a one-core hog on 2 cores: decode
+// keeps ~55% of its quiet speed, OpenMP's static split kept ~30%).
+inline constexpr int kRangesPerThread = 8;
+
 void ParallelFor(int64_t n, int64_t align, int threads,
                  absl::FunctionRef<void(int64_t begin, int64_t end)> fn);
 
-// Runs fn(i) for every i in [0, n) on up to `threads` OpenMP threads, handing out indices one at
-// a time (for items of unequal cost, e.g. causal attention rows). Inline when threads <= 1 or
-// n <= 1.
+// Runs fn(i) for every i in [0, n) on up to `threads` threads (the caller and pool workers),
+// handing out indices one at a time (for items of unequal cost, e.g. causal attention rows). Inline
+// when threads <= 1 or n <= 1.
 void ParallelForEach(int64_t n, int threads, absl::FunctionRef<void(int64_t i)> fn);
 
 namespace internal {

@@ -13,7 +13,8 @@
 namespace textgen::ops {
 namespace {
 
-TEST_CASE("ParallelFor covers every index once in aligned ranges, at most one per thread") {
+TEST_CASE(
+    "ParallelFor covers every index once in aligned ranges, at most kRangesPerThread per thread") {
   for (int64_t n : {0, 1, 15, 16, 17, 100, 1000}) {
     for (int64_t align : {1, 16}) {
       for (int threads : {1, 2, 3, 8}) {
@@ -27,7 +28,7 @@ TEST_CASE("ParallelFor covers every index once in aligned ranges, at most one pe
         });
         INFO("n " << n << " align " << align << " threads " << threads);
         for (int64_t i = 0; i < n; ++i) CHECK(hits[i] == 1);
-        CHECK(static_cast<int>(ranges.size()) <= threads);
+        CHECK(static_cast<int>(ranges.size()) <= kRangesPerThread * threads);
         for (auto [b, e] : ranges) {
           CHECK(b % align == 0);
           CHECK(b < e);
@@ -35,6 +36,24 @@ TEST_CASE("ParallelFor covers every index once in aligned ranges, at most one pe
       }
     }
   }
+}
+
+TEST_CASE("ParallelFor's ranges depend only on n, align and threads") {
+  auto ranges_of = [](int64_t n, int64_t align, int threads) {
+    std::mutex mu;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    ParallelFor(n, align, threads, [&](int64_t b, int64_t e) {
+      std::lock_guard<std::mutex> lock(mu);
+      ranges.emplace_back(b, e);
+    });
+    std::sort(ranges.begin(), ranges.end());
+    return ranges;
+  };
+  for (int rep = 0; rep < 50; ++rep) {
+    CHECK(ranges_of(768, 16, 2) == ranges_of(768, 16, 2));
+    CHECK(ranges_of(1000, 1, 3) == ranges_of(1000, 1, 3));
+  }
+  CHECK(ranges_of(768, 16, 2).size() == 16);
 }
 
 TEST_CASE("ParallelFor with one range runs on the calling thread") {
