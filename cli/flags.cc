@@ -144,6 +144,14 @@ ValueParser<bool> AutoOnOff(std::function<bool()> automatic) {
   };
 }
 
+ValueParser<std::optional<bool>> AutoOrOnOff() {
+  return [](const std::string& value, std::optional<bool>* out) {
+    if (value != "auto" && value != "on" && value != "off") return std::string("auto, on or off");
+    *out = value == "auto" ? std::nullopt : std::optional<bool>(value == "on");
+    return std::string();
+  };
+}
+
 ValueParser<std::vector<int32_t>> IntList() {
   return [](const std::string& value, std::vector<int32_t>* out) {
     out->clear();

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +62,8 @@ ValueParser<std::string> OneOf(std::vector<std::string> words);
 ValueParser<bool> OnOff();
 // "auto" (`automatic()`), "on" (true) or "off" (false).
 ValueParser<bool> AutoOnOff(std::function<bool()> automatic);
+// "auto" (nullopt: the component decides later), "on" (true) or "off" (false).
+ValueParser<std::optional<bool>> AutoOrOnOff();
 // Comma-separated 32-bit integers (token ids), at least one.
 ValueParser<std::vector<int32_t>> IntList();
 

@@ -149,14 +149,10 @@ void AddLimitFlags(cli::FlagSet& f, ServerOptions& o) {
       "prefix until the pool needs them, and\na prompt starting with cached blocks (a shared "
       "system prompt, a\nresent conversation) shares them instead of prefilling them",
       [&e](const std::string& v) { e.prefix_cache = v == "on"; });
-  f.AddWith<std::string>(
-      "--kv-prefault", cli::OneOf({"auto", "on", "off"}), "auto|on|off",
-      "commit the KV cache pool's memory at start instead of page by\npage as blocks are first "
-      "used; auto (default): on with the\nprefix cache (which fills the whole pool in time "
-      "anyway), off\nwithout it",
-      [&e](const std::string& v) {
-        e.kv_prefault = v == "auto" ? std::nullopt : std::optional<bool>(v == "on");
-      });
+  f.Add("--kv-prefault", &e.kv_prefault, cli::AutoOrOnOff(), "auto|on|off",
+        "commit the KV cache pool's memory at start instead of page by\npage as blocks are first "
+        "used; auto (default): on with the\nprefix cache (which fills the whole pool in time "
+        "anyway), off\nwithout it");
   f.Add("--max-sessions", &e.max_sessions, cli::Int<int>(0, kIntMax), "N",
         "conversations kept at once (default 1024)");
   f.Add("--session-ttl", &e.session_ttl, cli::Seconds(0), "SECONDS",

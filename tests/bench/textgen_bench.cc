@@ -123,13 +123,8 @@ void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
   f.Flag("--prefix-nomatch", &o.prefix_nomatch_only,
          "--prefix: only the no-match scenario (16 streams, random prompts), on\nand off "
          "alternating which runs first, --repeats pairs");
-  f.AddWith<std::string>("--kv-prefault", cli::OneOf({"auto", "on", "off"}), "auto|on|off",
-                         "--prefix: commit the KV pool at start (default auto: with the\nprefix "
-                         "cache)",
-                         [&o](const std::string& v) {
-                           o.kv_prefault =
-                               v == "auto" ? std::nullopt : std::optional<bool>(v == "on");
-                         });
+  f.Add("--kv-prefault", &o.kv_prefault, cli::AutoOrOnOff(), "auto|on|off",
+        "--prefix: commit the KV pool at start (default auto: with the\nprefix cache)");
   f.Flag("--rows-only", &o.rows_only,
          "print table rows only (no machine line, no table heads), to append a\nprocess's rows "
          "to another's table");

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,14 @@ TEST_CASE("value parsers accept their values and say what they expected", "[cli]
     CHECK(!on);
     CHECK(Check(parser, "yes") == "auto, on or off");
   }
+  std::optional<bool> maybe = true;
+  CHECK(Check(AutoOrOnOff(), "auto", &maybe).empty());
+  CHECK(!maybe.has_value());
+  CHECK(Check(AutoOrOnOff(), "off", &maybe).empty());
+  CHECK(maybe == false);
+  CHECK(Check(AutoOrOnOff(), "on", &maybe).empty());
+  CHECK(maybe == true);
+  CHECK(Check(AutoOrOnOff(), "On") == "auto, on or off");
 
   std::vector<int32_t> ids;
   CHECK(Check(IntList(), "1, 2,3", &ids).empty());
