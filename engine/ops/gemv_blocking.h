@@ -20,7 +20,7 @@ namespace textgen::ops {
 // kernel(i0, i1, r0, r1) computes y rows [i0, i1) x columns [r0, r1) from activation rows
 // [i0, i1) and weight rows [r0, r1); it must be safe to run concurrently on disjoint column
 // ranges. RunGemvBlocks covers [0, n) x [0, out):
-//   - columns split across `threads` OpenMP threads in ranges starting at multiples of 16
+//   - columns split by ParallelFor over `threads` threads in ranges starting at multiples of 16
 //     (as GemvMatmul always did), never the reduction dimension;
 //   - with n <= 4, one call per thread range (the decode path, unchanged);
 //   - above, activation rows in chunks of about 256 KiB (`x_row_bytes` per row, a multiple of

@@ -3,7 +3,7 @@
 //
 // Bound: memory bandwidth. A decode step streams all weights once; at n <= 4 the arithmetic
 // per weight byte is tiny, so the kernels only have to keep the loads flowing. Large weights
-// are split by rows across NumThreads() OpenMP threads, because one core alone does not
+// are split by rows across NumThreads() pool threads, because one core alone does not
 // saturate the memory system (measured in tests/bench/ops_bench.cc). Calls of more rows
 // (batch-invariant Linear sends it every n) are cache-blocked (engine/ops/gemv_blocking.h):
 // each row's result is the same bytes whatever n, its position and the thread count.
