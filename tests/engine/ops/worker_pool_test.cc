@@ -21,6 +21,30 @@ double ProcessCpuSeconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
+// Runs a 2-part job where part 0 waits (up to 10 s) until part 1 has started: true only if two
+// threads ran the parts at once.
+bool PartsOverlap(WorkerPool& pool, std::set<std::thread::id>* ids = nullptr) {
+  std::atomic<bool> part1_started{false};
+  std::atomic<bool> overlapped{false};
+  std::mutex mu;
+  pool.Run(2, 2, [&](int p) {
+    if (ids != nullptr) {
+      std::lock_guard<std::mutex> lock(mu);
+      ids->insert(std::this_thread::get_id());
+    }
+    if (p == 1) {
+      part1_started = true;
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!part1_started && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    overlapped = part1_started.load();
+  });
+  return overlapped;
+}
+
 TEST_CASE("WorkerPool runs every part exactly once, job after job") {
   WorkerPool pool;
   for (int threads : {1, 2, 3, 5}) {
@@ -43,27 +67,8 @@ TEST_CASE("WorkerPool runs every part exactly once, job after job") {
 
 TEST_CASE("WorkerPool runs parts on several threads at once") {
   WorkerPool pool;
-  // Part 0 waits (up to 10 s) until part 1 has started: only possible on two threads.
-  std::atomic<bool> part1_started{false};
-  std::atomic<bool> overlapped{false};
   std::set<std::thread::id> ids;
-  std::mutex mu;
-  pool.Run(2, 2, [&](int p) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      ids.insert(std::this_thread::get_id());
-    }
-    if (p == 1) {
-      part1_started = true;
-      return;
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!part1_started && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::yield();
-    }
-    overlapped = part1_started.load();
-  });
-  CHECK(overlapped);
+  CHECK(PartsOverlap(pool, &ids));
   CHECK(ids.size() == 2);
 }
 
@@ -146,20 +151,7 @@ TEST_CASE("WorkerPool's idle workers sleep after their spin and yield phases") {
   const double idle_cpu = ProcessCpuSeconds() - cpu0;
   CHECK(idle_cpu < 0.03);  // two spinning workers would burn ~0.6 s
   // And a sleeping worker still wakes for the next job.
-  std::atomic<bool> part1_started{false};
-  std::atomic<bool> overlapped{false};
-  pool.Run(2, 2, [&](int p) {
-    if (p == 1) {
-      part1_started = true;
-      return;
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!part1_started && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::yield();
-    }
-    overlapped = part1_started.load();
-  });
-  CHECK(overlapped);
+  CHECK(PartsOverlap(pool));
 }
 
 }  // namespace
