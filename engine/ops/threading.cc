@@ -1,11 +1,9 @@
 #include "engine/ops/threading.h"
 
 #include <omp.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 
 #include "engine/ops/cpu_budget.h"
 #include "engine/ops/worker_pool.h"
