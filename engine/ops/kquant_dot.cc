@@ -10,6 +10,8 @@
 #include "engine/ops/half.h"
 #include "engine/ops/isa_namespace.h"
 #include "engine/ops/kquant_dot_more.h"
+#include "engine/ops/kquant_simd.h"
+#include "engine/ops/kquant_tiles_avx2.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
@@ -134,21 +136,6 @@ constexpr WordIndex kQ4Mins = MinPairs();
 constexpr WordIndex kQ6Scale[4] = {Quads(0), Quads(4), Quads(8), Quads(12)};
 
 inline __m512i LoadIndex(const WordIndex& i) { return _mm512_load_si512(i.w); }
-
-// Q4_K's 8 scales and 8 mins (6 bits each) from the 12 packed bytes, as 16 uint16 words:
-// ggml's get_scale_min_k4 for all j at once, on the 32-bit words u0 u1 u2 of the packing
-// (sc 0-3 = u0 & 0x3f.., mn 0-3 = u1 & 0x3f.., sc 4-7 = u2 low nibbles | u0 top bits,
-// mn 4-7 = u2 high nibbles | u1 top bits). Reads 16 bytes: the 12 and the first 4 of qs.
-inline __m256i Q4KScaleWords(const uint8_t* packed) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
-  constexpr int k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2x4 = 0x30303030;
-  __m128i lo = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // u0 u2 u1 u2
-  lo =
-      _mm_and_si128(_mm_srlv_epi32(lo, _mm_setr_epi32(0, 0, 0, 4)), _mm_setr_epi32(k6, k4, k6, k4));
-  __m128i hi = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
-  hi = _mm_and_si128(_mm_srli_epi32(hi, 2), _mm_setr_epi32(0, k2x4, 0, k2x4));
-  return _mm256_cvtepu8_epi16(_mm_or_si128(lo, hi));
-}
 
 // The activations' qs of one super-block reordered for Q4_K: 64-byte pieces (sub-blocks of 32)
 // 0 2 | 1 3 | 4 6 | 5 7, so that each piece meets one nibble plane of a 64-byte weight load.
@@ -505,85 +492,6 @@ void QuantizeBlockQ8_K(const float* v, BlockQ8_K* out) {
 }
 #endif  // TG_KQUANT_512
 
-#if !defined(TG_KQUANT_512) && defined(__AVX2__)
-// ---- AVX2 (x86-64-v3): one super-block of one row at a time ----------------------------------
-
-// Sum of u8 x s8 products in pairs (int16, no saturation: weights <= 63, |x| <= 128 gives
-// at most 16128), times the int16 scales, added to int32 lanes: VNNI's dpwssd when present.
-inline __m256i MulAdd(__m256i acc, __m256i wu8, __m256i xs8, __m256i scale16) {
-  const __m256i p = _mm256_maddubs_epi16(wu8, xs8);
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpwssd_epi32(acc, p, scale16);
-#else
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, scale16));
-#endif
-}
-
-inline int32_t HSum(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
-float DotQ4KSimd(const BlockQ4_K& w, const BlockQ8_K& a) {
-  uint8_t sc[8], mn[8];
-  for (int j = 0; j < 8; ++j) KScaleMin(j, w.scales, &sc[j], &mn[j]);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256i acc = _mm256_setzero_si256();
-  for (int p = 0; p < 4; ++p) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * p));
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p + 32));
-    acc = MulAdd(acc, _mm256_and_si256(q, m4), x0, _mm256_set1_epi16(sc[2 * p]));
-    acc = MulAdd(acc, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), x1,
-                 _mm256_set1_epi16(sc[2 * p + 1]));
-  }
-  // Mins: bsums pairs (16 int16) times the mins repeated per pair.
-  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-  const __m256i mins16 =
-      _mm256_cvtepu8_epi16(_mm_set_epi8(mn[7], mn[7], mn[6], mn[6], mn[5], mn[5], mn[4], mn[4],
-                                        mn[3], mn[3], mn[2], mn[2], mn[1], mn[1], mn[0], mn[0]));
-  const int32_t summs = HSum(_mm256_madd_epi16(bs, mins16));
-  return a.d * half::F16ToF32(w.d) * static_cast<float>(HSum(acc)) -
-         a.d * half::F16ToF32(w.dmin) * static_cast<float>(summs);
-}
-
-float DotQ6KSimd(const BlockQ6_K& w, const BlockQ8_K& a) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-  __m256i acc = _mm256_setzero_si256();
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* ql = w.ql + 64 * h;
-    const int8_t* sc = w.scales + 8 * h;
-    const int8_t* x = a.qs + 128 * h;
-    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-    const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh + 32 * h));
-    const __m256i q[4] = {
-        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4)),
-        _mm256_or_si256(_mm256_and_si256(l1, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4))};
-    for (int k = 0; k < 4; ++k) {
-      // 32 values: the first 16 use scale sc[2k], the last 16 sc[2k + 1].
-      const __m256i s16 =
-          _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * k));
-      acc = MulAdd(acc, q[k], xv, s16);
-    }
-  }
-  // The -32 offset of every weight: 32 * sum_j sc[j] * bsums[j] (sub-blocks of 16).
-  const __m256i sc16 =
-      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales)));
-  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-  const int32_t offset = 32 * HSum(_mm256_madd_epi16(sc16, bs));
-  return a.d * half::F16ToF32(w.d) * static_cast<float>(HSum(acc) - offset);
-}
-#endif  // !TG_KQUANT_512 && __AVX2__
-
 }  // namespace
 
 namespace portable {
@@ -661,13 +569,9 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
     return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nb}, n, y, ldy, r0, r1);
   }
 #elif defined(__AVX2__)
-  if (w.type == WeightType::kQ5_K || w.type == WeightType::kIQ4_XS) {
-    return GemvKQuantInt8More(w, xq, n, y, ldy, r0, r1);
-  }
-  if (w.type == WeightType::kQ4_K)
-    return KQuantRows<BlockQ4_K, DotQ4KSimd>(w, xq, n, y, ldy, r0, r1);
-  if (w.type == WeightType::kQ6_K)
-    return KQuantRows<BlockQ6_K, DotQ6KSimd>(w, xq, n, y, ldy, r0, r1);
+  // Q4_K, Q5_K, Q6_K: one weight row x up to 4 activation rows per tile.
+  if (GemvKQuantTilesAvx2(w, xq, n, y, ldy, r0, r1)) return;
+  if (w.type == WeightType::kIQ4_XS) return GemvKQuantInt8More(w, xq, n, y, ldy, r0, r1);
 #else
   if (w.type == WeightType::kQ5_K || w.type == WeightType::kIQ4_XS) {
     return GemvKQuantInt8More(w, xq, n, y, ldy, r0, r1);

@@ -5,6 +5,7 @@
 #include "engine/ops/half.h"
 #include "engine/ops/isa_namespace.h"
 #include "engine/ops/kquant_dot.h"
+#include "engine/ops/kquant_simd.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
@@ -107,17 +108,6 @@ float DotIQ4XS(const BlockIQ4_XS& w, const BlockQ8_K& a) {
 }
 
 #if defined(__AVX2__)
-// Sum of u8 x s8 products in pairs (int16, no saturation: u8 <= 127 here), times the int16
-// scales, added to int32 lanes: VNNI's dpwssd when present.
-inline __m256i MulAdd(__m256i acc, __m256i u8, __m256i s8, __m256i scale16) {
-  const __m256i p = _mm256_maddubs_epi16(u8, s8);
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpwssd_epi32(acc, p, scale16);
-#else
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, scale16));
-#endif
-}
-
 inline int32_t HSum(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
@@ -141,8 +131,8 @@ float DotQ2KSimd(const BlockQ2_K& w, const BlockQ8_K& a) {
     for (int j = 0; j < 4; ++j) {
       const int sub = 8 * h + 2 * j;
       const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
-      acc = MulAdd(acc, u, Load(a.qs + 128 * h + 32 * j),
-                   Scales2(w.scales[sub] & 0xF, w.scales[sub + 1] & 0xF));
+      acc = MulAddU8S8(acc, u, Load(a.qs + 128 * h + 32 * j),
+                       Scales2(w.scales[sub] & 0xF, w.scales[sub + 1] & 0xF));
     }
   }
   const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales));
@@ -166,7 +156,8 @@ float DotQ3KSimd(const BlockQ3_K& w, const BlockQ8_K& a) {
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one);
       const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3),
                                         _mm256_slli_epi16(hi, 2));
-      acc = MulAdd(acc, u, Load(a.qs + 128 * h + 32 * j), Scales2(sc[sub] - 32, sc[sub + 1] - 32));
+      acc = MulAddU8S8(acc, u, Load(a.qs + 128 * h + 32 * j),
+                       Scales2(sc[sub] - 32, sc[sub + 1] - 32));
     }
   }
   // The -4 of every value: 4 * sum_sub (sc - 32) * bsums[sub].
@@ -177,31 +168,7 @@ float DotQ3KSimd(const BlockQ3_K& w, const BlockQ8_K& a) {
   return a.d * half::F16ToF32(w.d) * static_cast<float>(HSum(acc) - offset);
 }
 
-// Unused at the VNNI levels, where the tiles of kquant_dot.cc serve Q5_K and IQ4_XS.
-[[maybe_unused]] float DotQ5KSimd(const BlockQ5_K& w, const BlockQ8_K& a) {
-  uint8_t sc[8], mn[8];
-  for (int j = 0; j < 8; ++j) KScaleMin(j, w.scales, &sc[j], &mn[j]);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-  const __m256i hb = Load(w.qh);
-  __m256i acc = _mm256_setzero_si256();
-  for (int p = 0; p < 4; ++p) {
-    const __m256i q = Load(w.qs + 32 * p);
-    const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * p), one);
-    const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * p + 1), one);
-    const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4));
-    const __m256i hi =
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h1, 4));
-    acc = MulAdd(acc, lo, Load(a.qs + 64 * p), _mm256_set1_epi16(sc[2 * p]));
-    acc = MulAdd(acc, hi, Load(a.qs + 64 * p + 32), _mm256_set1_epi16(sc[2 * p + 1]));
-  }
-  const __m256i mins16 =
-      _mm256_cvtepu8_epi16(_mm_set_epi8(mn[7], mn[7], mn[6], mn[6], mn[5], mn[5], mn[4], mn[4],
-                                        mn[3], mn[3], mn[2], mn[2], mn[1], mn[1], mn[0], mn[0]));
-  const int32_t summs = HSum(_mm256_madd_epi16(Load(a.bsums), mins16));
-  return a.d * half::F16ToF32(w.d) * static_cast<float>(HSum(acc)) -
-         a.d * half::F16ToF32(w.dmin) * static_cast<float>(summs);
-}
-
+// Unused at the VNNI levels, where the tiles of kquant_dot.cc serve IQ4_XS.
 [[maybe_unused]] float DotIQ4XSSimd(const BlockIQ4_XS& w, const BlockQ8_K& a) {
   const __m256i table =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
@@ -213,7 +180,7 @@ float DotQ3KSimd(const BlockQ3_K& w, const BlockQ8_K& a) {
     const __m256i v = _mm256_shuffle_epi8(table, idx);  // s8 values, |v| <= 127
     // s8 x s8 as |v| x (x with v's sign): |x| <= 127 for Q8_K, so no -128 to negate.
     const __m256i x = _mm256_sign_epi8(Load(a.qs + 32 * ib), v);
-    acc = MulAdd(acc, _mm256_sign_epi8(v, v), x, _mm256_set1_epi16(Iq4xsScale(w, ib) - 32));
+    acc = MulAddU8S8(acc, _mm256_sign_epi8(v, v), x, _mm256_set1_epi16(Iq4xsScale(w, ib) - 32));
   }
   return half::F16ToF32(w.d) * a.d * static_cast<float>(HSum(acc));
 }
@@ -243,25 +210,20 @@ void GemvKQuantInt8More(const WeightView& w, const BlockQ8_K* xq, int64_t n, flo
                         int64_t r0, int64_t r1) {
 #if defined(__AVX2__)
   switch (w.type) {
-#if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
     case WeightType::kQ5_K:
-    case WeightType::kIQ4_XS:
-      // The tiles of engine/ops/kquant_dot.cc (several weight rows per pass; Q5_K as Q4_K
-      // with the fifth bit).
+      // As Q4_K with the fifth bit, in the tiles of GemvKQuantInt8 (engine/ops/kquant_dot.cc
+      // at the VNNI levels, engine/ops/kquant_tiles_avx2.cc below them).
       return GemvKQuantInt8(w, xq, n, y, ldy, r0, r1);
+    case WeightType::kIQ4_XS:
+#if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+      return GemvKQuantInt8(w, xq, n, y, ldy, r0, r1);
+#else
+      return KQuantRows<BlockIQ4_XS, DotIQ4XSSimd>(w, xq, n, y, ldy, r0, r1);
 #endif
     case WeightType::kQ2_K:
       return KQuantRows<BlockQ2_K, DotQ2KSimd>(w, xq, n, y, ldy, r0, r1);
     case WeightType::kQ3_K:
       return KQuantRows<BlockQ3_K, DotQ3KSimd>(w, xq, n, y, ldy, r0, r1);
-#if !(defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__))
-    case WeightType::kQ5_K:
-      return KQuantRows<BlockQ5_K, DotQ5KSimd>(w, xq, n, y, ldy, r0, r1);
-#endif
-#if !(defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__))
-    case WeightType::kIQ4_XS:
-      return KQuantRows<BlockIQ4_XS, DotIQ4XSSimd>(w, xq, n, y, ldy, r0, r1);
-#endif
     default:
       return;
   }

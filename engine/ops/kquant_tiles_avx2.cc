@@ -1,0 +1,202 @@
+#include "engine/ops/kquant_tiles_avx2.h"
+
+#include <type_traits>
+
+#include "engine/ops/half.h"
+#include "engine/ops/isa_namespace.h"
+#include "engine/ops/kquant_simd.h"
+#include "engine/ops/simd.h"
+
+namespace textgen::ops {
+TG_ISA_BEGIN
+
+#if defined(__AVX2__)
+namespace {
+
+inline __m256i Load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// VPSHUFB patterns that fill a lane with one of its int16 words: word `lo` in the low 128-bit
+// lane, word `hi` in the high one.
+struct alignas(32) WordPattern {
+  int8_t b[32];
+};
+constexpr WordPattern Words(int lo, int hi) {
+  WordPattern p{};
+  for (int k = 0; k < 32; ++k) p.b[k] = static_cast<int8_t>(2 * (k < 16 ? lo : hi) + k % 2);
+  return p;
+}
+// Q4_K: vector v (values 32v .. 32v + 31) is sub-block v; the scales are words 0-7 of a lane.
+constexpr WordPattern kSubBlock[8] = {Words(0, 0), Words(1, 1), Words(2, 2), Words(3, 3),
+                                      Words(4, 4), Words(5, 5), Words(6, 6), Words(7, 7)};
+// Q6_K: vector v is sub-blocks 2v (its first 16 values, the low lane) and 2v + 1: words
+// 2 (v % 4) and 2 (v % 4) + 1 of the half (v / 4) of the 16 scales.
+constexpr WordPattern kHalfPair[4] = {Words(0, 1), Words(2, 3), Words(4, 5), Words(6, 7)};
+
+inline __m256i Shuffle(__m256i v, const WordPattern& p) {
+  return _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(p.b)));
+}
+
+// One super-block of one weight row, unpacked: vector v holds values 32v .. 32v + 31 as u8
+// (Q6_K: q + 32, 0 .. 63) and their int16 scales (one per 16 values, as maddubs pairs them).
+struct Unpacked {
+  __m256i q[8];
+  __m256i sc[8];
+  __m256i mins;    // Q4_K / Q5_K: mn[k / 2] in word k, for madd with the 16 bsums
+  __m256i offset;  // Q6_K: -32 sc[k] in word k, the same (the values' -32 offset)
+  __m256 d, dmin;  // broadcast F16 scales (dmin: Q4_K / Q5_K)
+};
+
+// Q4_K / Q5_K: qs[32p + l] holds value l of sub-block 2p (low nibble) and 2p + 1 (high);
+// Q5_K's fifth bit of value l of sub-block s is bit s of qh[l].
+template <typename Block>
+inline void UnpackQ4K(const Block& blk, Unpacked* u) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i words = Q4KScaleWords(blk.scales);
+  const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(words));
+  const __m128i mn = _mm256_extracti128_si256(words, 1);
+  u->mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
+  TG_UNROLL
+  for (int p = 0; p < 4; ++p) {
+    const __m256i q = Load(blk.qs + 32 * p);
+    u->q[2 * p] = _mm256_and_si256(q, m4);
+    u->q[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+  }
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+    const __m256i qh = Load(blk.qh), one = _mm256_set1_epi8(1);
+    TG_UNROLL
+    for (int s = 0; s < 8; ++s) {
+      // Bit s of each byte to bit 4 (the 16-bit shift's spill from the next byte is masked).
+      const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, s), one);
+      u->q[s] = _mm256_or_si256(u->q[s], _mm256_slli_epi16(bit, 4));
+    }
+  }
+  TG_UNROLL
+  for (int v = 0; v < 8; ++v) u->sc[v] = Shuffle(sc, kSubBlock[v]);
+  const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(
+      static_cast<int>(static_cast<uint32_t>(blk.d) | (static_cast<uint32_t>(blk.dmin) << 16))));
+  u->d = _mm256_broadcastss_ps(dd);
+  u->dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(dd));
+}
+
+// Q6_K: values 128h + [0, 32) are the low nibbles of ql[64h ..] with bits 0-1 of qh[32h ..],
+// [32, 64) those of ql[64h + 32 ..] with bits 2-3, [64, 96) the high nibbles of ql[64h ..] with
+// bits 4-5, [96, 128) the high nibbles of ql[64h + 32 ..] with bits 6-7.
+inline void UnpackQ6K(const BlockQ6_K& blk, Unpacked* u) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+  TG_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const __m256i l0 = Load(blk.ql + 64 * h), l1 = Load(blk.ql + 64 * h + 32);
+    const __m256i hb = Load(blk.qh + 32 * h);
+    auto high = [&](int shift) {
+      return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, shift), m3), 4);
+    };
+    u->q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, m4), high(0));
+    u->q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4), high(2));
+    u->q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), high(4));
+    u->q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), high(6));
+  }
+  const __m256i sc16 =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+  u->offset = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
+  const __m256i halves[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                             _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+  TG_UNROLL
+  for (int v = 0; v < 8; ++v) u->sc[v] = Shuffle(halves[v / 4], kHalfPair[v % 4]);
+  u->d = _mm256_set1_ps(half::F16ToF32(blk.d));
+}
+
+// acc[i] += the super-block's dot product with activation row i, lane by lane: d_x d_w sumi
+// (- d_x dmin_w summins for Q4_K / Q5_K). Each lane's int32 sum is exact, and exact in F32
+// below 2^24 (as the AVX-512 tiles).
+template <bool kMins, int MR>
+inline void AddRows(const Unpacked& u, const BlockQ8_K* xq, int64_t nb, __m256 (&acc)[MR]) {
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    const BlockQ8_K& a = xq[i * nb];
+    const __m256i bsums = Load(a.bsums);
+    __m256i s = kMins ? _mm256_setzero_si256() : _mm256_madd_epi16(u.offset, bsums);
+    TG_UNROLL
+    for (int v = 0; v < 8; ++v) s = MulAddU8S8(s, u.q[v], Load(a.qs + 32 * v), u.sc[v]);
+    const __m256 dx = _mm256_set1_ps(a.d);
+    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(u.d, dx), acc[i]);
+    if constexpr (kMins) {
+      const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(u.mins, bsums));
+      acc[i] = _mm256_fnmadd_ps(m, _mm256_mul_ps(u.dmin, dx), acc[i]);
+    }
+  }
+}
+
+// One weight row x activation rows [0, MR) of xq ([MR, nb] blocks): y[i * ldy].
+template <typename Block, int MR>
+void Tile(const Block* row, int64_t nb, const BlockQ8_K* xq, float* y, int64_t ldy) {
+  constexpr bool kQ6 = std::is_same_v<Block, BlockQ6_K>;
+  __m256 acc[MR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    Unpacked u;
+    if constexpr (kQ6) {
+      UnpackQ6K(row[b], &u);
+    } else {
+      UnpackQ4K(row[b], &u);
+    }
+    AddRows<!kQ6, MR>(u, xq + b, nb, acc);
+  }
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) y[i * ldy] = simd::Reduce1(acc[i]);
+}
+
+// Per weight row, the activation rows in groups of 4 (the row stays in L1 between groups).
+template <typename Block>
+void Rows(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy, int64_t r0,
+          int64_t r1) {
+  const int64_t nb = w.in / kQkK;
+  for (int64_t r = r0; r < r1; ++r) {
+    const Block* row = reinterpret_cast<const Block*>(w.row(r));
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) Tile<Block, 4>(row, nb, xq + i * nb, y + i * ldy + r, ldy);
+    const BlockQ8_K* xi = xq + i * nb;
+    float* yi = y + i * ldy + r;
+    switch (n - i) {
+      case 3:
+        Tile<Block, 3>(row, nb, xi, yi, ldy);
+        break;
+      case 2:
+        Tile<Block, 2>(row, nb, xi, yi, ldy);
+        break;
+      case 1:
+        Tile<Block, 1>(row, nb, xi, yi, ldy);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+bool GemvKQuantTilesAvx2(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
+                         int64_t r0, int64_t r1) {
+  switch (w.type) {
+    case WeightType::kQ4_K:
+      Rows<BlockQ4_K>(w, xq, n, y, ldy, r0, r1);
+      return true;
+    case WeightType::kQ5_K:
+      Rows<BlockQ5_K>(w, xq, n, y, ldy, r0, r1);
+      return true;
+    case WeightType::kQ6_K:
+      Rows<BlockQ6_K>(w, xq, n, y, ldy, r0, r1);
+      return true;
+    default:
+      return false;
+  }
+}
+#else
+bool GemvKQuantTilesAvx2(const WeightView&, const BlockQ8_K*, int64_t, float*, int64_t, int64_t,
+                         int64_t) {
+  return false;
+}
+#endif  // __AVX2__
+
+TG_ISA_END
+}  // namespace textgen::ops
