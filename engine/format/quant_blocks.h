@@ -126,6 +126,12 @@ static_assert(sizeof(BlockQ8_K) == 292);
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 
+// IQ4_XS: the 6-bit scale of sub-block ib (0..7), stored biased by 32 (the scale is ls - 32):
+// the low 4 bits in nibble ib % 2 of scales_l[ib / 2], the high 2 in bits 2 ib of scales_h.
+inline int IQ4XSScaleBits(const BlockIQ4_XS& b, int ib) {
+  return ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
+}
+
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes
 // (ggml's get_scale_min_k4): j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 split
 // into a low nibble of byte j + 4 and the top 2 bits of bytes j - 4 and j.

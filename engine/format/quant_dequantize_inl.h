@@ -207,8 +207,7 @@ inline void IQ4_XS(const BlockIQ4_XS* x, float* y, int64_t nb) {
     const float d = H(x[i].d);
     const uint8_t* qs = x[i].qs;
     for (int ib = 0; ib < kQkK / 32; ++ib, y += 32, qs += 16) {
-      const int ls = ((x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) |
-                     (((x[i].scales_h >> (2 * ib)) & 3) << 4);
+      const int ls = IQ4XSScaleBits(x[i], ib);
       const float dl = d * static_cast<float>(ls - 32);
       for (int j = 0; j < 16; ++j) {
         y[j] = dl * static_cast<float>(kIq4nlValues[qs[j] & 0xF]);

@@ -569,9 +569,8 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
     return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nb}, n, y, ldy, r0, r1);
   }
 #elif defined(__AVX2__)
-  // Q4_K, Q5_K, Q6_K: one weight row x up to 4 activation rows per tile.
+  // Q4_K, Q5_K, Q6_K, IQ4_XS: one weight row x up to 4 activation rows per tile.
   if (GemvKQuantTilesAvx2(w, xq, n, y, ldy, r0, r1)) return;
-  if (w.type == WeightType::kIQ4_XS) return GemvKQuantInt8More(w, xq, n, y, ldy, r0, r1);
 #else
   if (w.type == WeightType::kQ5_K || w.type == WeightType::kIQ4_XS) {
     return GemvKQuantInt8More(w, xq, n, y, ldy, r0, r1);

@@ -26,11 +26,6 @@ inline void Q3KScales(const uint8_t* packed, int8_t sc[16]) {
   std::memcpy(sc, aux, 16);
 }
 
-// IQ4_XS: the 6-bit scale of sub-block ib (0..7), value ls - 32.
-inline int Iq4xsScale(const BlockIQ4_XS& w, int ib) {
-  return ((w.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((w.scales_h >> (2 * ib)) & 3) << 4);
-}
-
 // ---- portable dot products per super-block: the definition the SIMD versions follow ----
 // Value index p = 128 h + 32 j + l (h half, j 2-bit plane, l < 32) for Q2_K / Q3_K.
 
@@ -102,7 +97,7 @@ float DotIQ4XS(const BlockIQ4_XS& w, const BlockQ8_K& a) {
     for (int l = 0; l < 16; ++l) {
       s += kIq4nlValues[q[l] & 0xF] * x[l] + kIq4nlValues[q[l] >> 4] * x[l + 16];
     }
-    sumi += (Iq4xsScale(w, ib) - 32) * s;
+    sumi += (IQ4XSScaleBits(w, ib) - 32) * s;
   }
   return half::F16ToF32(w.d) * a.d * static_cast<float>(sumi);
 }
@@ -168,22 +163,6 @@ float DotQ3KSimd(const BlockQ3_K& w, const BlockQ8_K& a) {
   return a.d * half::F16ToF32(w.d) * static_cast<float>(HSum(acc) - offset);
 }
 
-// Unused at the VNNI levels, where the tiles of kquant_dot.cc serve IQ4_XS.
-[[maybe_unused]] float DotIQ4XSSimd(const BlockIQ4_XS& w, const BlockQ8_K& a) {
-  const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256i acc = _mm256_setzero_si256();
-  for (int ib = 0; ib < 8; ++ib) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs + 16 * ib));
-    const __m256i idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
-    const __m256i v = _mm256_shuffle_epi8(table, idx);  // s8 values, |v| <= 127
-    // s8 x s8 as |v| x (x with v's sign): |x| <= 127 for Q8_K, so no -128 to negate.
-    const __m256i x = _mm256_sign_epi8(Load(a.qs + 32 * ib), v);
-    acc = MulAddU8S8(acc, _mm256_sign_epi8(v, v), x, _mm256_set1_epi16(Iq4xsScale(w, ib) - 32));
-  }
-  return half::F16ToF32(w.d) * a.d * static_cast<float>(HSum(acc));
-}
 #endif  // __AVX2__
 
 }  // namespace
@@ -211,15 +190,10 @@ void GemvKQuantInt8More(const WeightView& w, const BlockQ8_K* xq, int64_t n, flo
 #if defined(__AVX2__)
   switch (w.type) {
     case WeightType::kQ5_K:
-      // As Q4_K with the fifth bit, in the tiles of GemvKQuantInt8 (engine/ops/kquant_dot.cc
-      // at the VNNI levels, engine/ops/kquant_tiles_avx2.cc below them).
-      return GemvKQuantInt8(w, xq, n, y, ldy, r0, r1);
     case WeightType::kIQ4_XS:
-#if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+      // The tiles of GemvKQuantInt8 (engine/ops/kquant_dot.cc at the VNNI levels,
+      // engine/ops/kquant_tiles_avx2.cc below them; Q5_K as Q4_K with the fifth bit).
       return GemvKQuantInt8(w, xq, n, y, ldy, r0, r1);
-#else
-      return KQuantRows<BlockIQ4_XS, DotIQ4XSSimd>(w, xq, n, y, ldy, r0, r1);
-#endif
     case WeightType::kQ2_K:
       return KQuantRows<BlockQ2_K, DotQ2KSimd>(w, xq, n, y, ldy, r0, r1);
     case WeightType::kQ3_K:

@@ -36,14 +36,23 @@ inline __m256i Shuffle(__m256i v, const WordPattern& p) {
   return _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(p.b)));
 }
 
+// How a format's super-block sum differs from the plain sum of scaled u8 x s8 products.
+enum class Kind {
+  kMins,    // Q4_K, Q5_K: minus dmin * the sub-block mins times the activation sums
+  kOffset,  // Q6_K: values stored + 32; the offset's sum comes from the activation sums
+  kSigned,  // IQ4_XS: signed values; |v| x (x with v's sign) through maddubs
+};
+
 // One super-block of one weight row, unpacked: vector v holds values 32v .. 32v + 31 as u8
-// (Q6_K: q + 32, 0 .. 63) and their int16 scales (one per 16 values, as maddubs pairs them).
+// (Q6_K: q + 32, 0 .. 63; IQ4_XS: |v|) and their int16 scales (one per 16 values, as maddubs
+// pairs them).
 struct Unpacked {
   __m256i q[8];
   __m256i sc[8];
-  __m256i mins;    // Q4_K / Q5_K: mn[k / 2] in word k, for madd with the 16 bsums
-  __m256i offset;  // Q6_K: -32 sc[k] in word k, the same (the values' -32 offset)
-  __m256 d, dmin;  // broadcast F16 scales (dmin: Q4_K / Q5_K)
+  __m256i sign[8];  // IQ4_XS: the signed values (their signs applied to the activations)
+  __m256i mins;     // Q4_K / Q5_K: mn[k / 2] in word k, for madd with the 16 bsums
+  __m256i offset;   // Q6_K: -32 sc[k] in word k, the same (the values' -32 offset)
+  __m256 d, dmin;   // broadcast F16 scales (dmin: Q4_K / Q5_K)
 };
 
 // Q4_K / Q5_K: qs[32p + l] holds value l of sub-block 2p (low nibble) and 2p + 1 (high);
@@ -105,21 +114,44 @@ inline void UnpackQ6K(const BlockQ6_K& blk, Unpacked* u) {
   u->d = _mm256_set1_ps(half::F16ToF32(blk.d));
 }
 
+// IQ4_XS: sub-block v is qs[16v .. 16v + 15], values 0-15 in the low nibbles and 16-31 in the
+// high ones, through the non-linear table (|v| <= 127: the sign trick cannot meet -128).
+inline void UnpackIQ4XS(const BlockIQ4_XS& blk, Unpacked* u) {
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  TG_UNROLL
+  for (int v = 0; v < 8; ++v) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + 16 * v));
+    const __m256i val =
+        _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
+    u->sign[v] = val;
+    u->q[v] = _mm256_sign_epi8(val, val);
+    u->sc[v] = _mm256_set1_epi16(static_cast<int16_t>(IQ4XSScaleBits(blk, v) - 32));
+  }
+  u->d = _mm256_set1_ps(half::F16ToF32(blk.d));
+}
+
 // acc[i] += the super-block's dot product with activation row i, lane by lane: d_x d_w sumi
 // (- d_x dmin_w summins for Q4_K / Q5_K). Each lane's int32 sum is exact, and exact in F32
 // below 2^24 (as the AVX-512 tiles).
-template <bool kMins, int MR>
+template <Kind kKind, int MR>
 inline void AddRows(const Unpacked& u, const BlockQ8_K* xq, int64_t nb, __m256 (&acc)[MR]) {
   TG_UNROLL
   for (int i = 0; i < MR; ++i) {
     const BlockQ8_K& a = xq[i * nb];
     const __m256i bsums = Load(a.bsums);
-    __m256i s = kMins ? _mm256_setzero_si256() : _mm256_madd_epi16(u.offset, bsums);
+    __m256i s =
+        kKind == Kind::kOffset ? _mm256_madd_epi16(u.offset, bsums) : _mm256_setzero_si256();
     TG_UNROLL
-    for (int v = 0; v < 8; ++v) s = MulAddU8S8(s, u.q[v], Load(a.qs + 32 * v), u.sc[v]);
+    for (int v = 0; v < 8; ++v) {
+      __m256i x = Load(a.qs + 32 * v);
+      if constexpr (kKind == Kind::kSigned) x = _mm256_sign_epi8(x, u.sign[v]);
+      s = MulAddU8S8(s, u.q[v], x, u.sc[v]);
+    }
     const __m256 dx = _mm256_set1_ps(a.d);
     acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(u.d, dx), acc[i]);
-    if constexpr (kMins) {
+    if constexpr (kKind == Kind::kMins) {
       const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(u.mins, bsums));
       acc[i] = _mm256_fnmadd_ps(m, _mm256_mul_ps(u.dmin, dx), acc[i]);
     }
@@ -129,18 +161,21 @@ inline void AddRows(const Unpacked& u, const BlockQ8_K* xq, int64_t nb, __m256 (
 // One weight row x activation rows [0, MR) of xq ([MR, nb] blocks): y[i * ldy].
 template <typename Block, int MR>
 void Tile(const Block* row, int64_t nb, const BlockQ8_K* xq, float* y, int64_t ldy) {
-  constexpr bool kQ6 = std::is_same_v<Block, BlockQ6_K>;
   __m256 acc[MR];
   TG_UNROLL
   for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     Unpacked u;
-    if constexpr (kQ6) {
+    if constexpr (std::is_same_v<Block, BlockQ6_K>) {
       UnpackQ6K(row[b], &u);
+      AddRows<Kind::kOffset, MR>(u, xq + b, nb, acc);
+    } else if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
+      UnpackIQ4XS(row[b], &u);
+      AddRows<Kind::kSigned, MR>(u, xq + b, nb, acc);
     } else {
       UnpackQ4K(row[b], &u);
+      AddRows<Kind::kMins, MR>(u, xq + b, nb, acc);
     }
-    AddRows<!kQ6, MR>(u, xq + b, nb, acc);
   }
   TG_UNROLL
   for (int i = 0; i < MR; ++i) y[i * ldy] = simd::Reduce1(acc[i]);
@@ -186,6 +221,9 @@ bool GemvKQuantTilesAvx2(const WeightView& w, const BlockQ8_K* xq, int64_t n, fl
       return true;
     case WeightType::kQ6_K:
       Rows<BlockQ6_K>(w, xq, n, y, ldy, r0, r1);
+      return true;
+    case WeightType::kIQ4_XS:
+      Rows<BlockIQ4_XS>(w, xq, n, y, ldy, r0, r1);
       return true;
     default:
       return false;

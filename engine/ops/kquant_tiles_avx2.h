@@ -1,4 +1,4 @@
-// Fast mode (--compute bf16) Q4_K, Q5_K and Q6_K kernels for the levels without AVX-512 VNNI
+// Fast mode (--compute bf16) Q4_K, Q5_K, Q6_K and IQ4_XS kernels for the levels without AVX-512 VNNI
 // (avx2, avx512): activations quantized to Q8_K blocks (engine/ops/kquant_dot.h), then exact
 // int32 dot products per super-block (AVX2 maddubs, times the int16 sub-block scales), scaled
 // in F32 lane by lane.
@@ -23,7 +23,7 @@
 namespace textgen::ops {
 TG_ISA_BEGIN
 
-// Q4_K, Q5_K and Q6_K where the level has AVX2 (every level this build has but the baseline);
+// Q4_K, Q5_K, Q6_K and IQ4_XS where the level has AVX2 (every level this build has but the baseline);
 // false, with nothing written, for other types or without AVX2.
 bool GemvKQuantTilesAvx2(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
                          int64_t r0, int64_t r1);
