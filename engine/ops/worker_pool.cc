@@ -124,13 +124,16 @@ void WorkerPool::WakeSleepers(int allowed) {
   }
 }
 
-bool WorkerPool::JobFor(int index, uint32_t seen) const {
-  return GenOf(claim_.load(std::memory_order_acquire)) != seen &&
-         index < allowed_.load(std::memory_order_relaxed);
+bool WorkerPool::JobFor(int index, uint32_t seen, uint32_t* gen) const {
+  *gen = GenOf(claim_.load(std::memory_order_acquire));
+  return *gen != seen && index < allowed_.load(std::memory_order_relaxed);
 }
 
 uint32_t WorkerPool::AwaitJob(Worker& w, int index, uint32_t seen) {
-  auto ready = [&] { return stop_.load(std::memory_order_relaxed) || JobFor(index, seen); };
+  // The generation that passed the check is the one to join: re-reading claim_ afterwards could
+  // return a newer job that this worker is not allowed into (a call with fewer threads).
+  uint32_t gen = 0;
+  auto ready = [&] { return stop_.load(std::memory_order_relaxed) || JobFor(index, seen, &gen); };
   const int64_t start = NowNs();
   for (int i = 1; !ready(); ++i) {
     if (i % 64 != 0) {
@@ -150,7 +153,7 @@ uint32_t WorkerPool::AwaitJob(Worker& w, int index, uint32_t seen) {
     w.sleeping.store(false, std::memory_order_relaxed);
     break;
   }
-  return stop_.load() ? 0 : GenOf(claim_.load(std::memory_order_acquire));
+  return stop_.load() ? 0 : gen;
 }
 
 void WorkerPool::WorkerMain(Worker& w, int index) {

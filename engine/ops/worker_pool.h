@@ -67,7 +67,7 @@ class WorkerPool {
   // Waits until a job newer than `seen` is published for a worker of this index, or stop.
   // Returns the job's generation, or 0 on stop.
   uint32_t AwaitJob(Worker& w, int index, uint32_t seen);
-  bool JobFor(int index, uint32_t seen) const;
+  bool JobFor(int index, uint32_t seen, uint32_t* gen) const;
   // Claims and runs parts of job `gen` until none is left.
   void Drain(uint32_t gen);
   void WakeSleepers(int allowed);
