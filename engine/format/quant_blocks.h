@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace textgen {
 
@@ -125,6 +126,20 @@ static_assert(sizeof(BlockQ8_K) == 292);
 // IQ4_NL / IQ4_XS: the 16 values a 4-bit index selects (ggml's kvalues_iq4nl).
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// Q3_K: the 16 6-bit scales (0..63, value sc - 32) from the 12 packed bytes (ggml's
+// dequantize_row_q3_K: low 4 bits in bytes 0-7, high 2 bits in bytes 8-11).
+inline void Q3KScaleBits(const uint8_t* packed, int8_t sc[16]) {
+  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  uint32_t aux[4];
+  std::memcpy(aux, packed, 12);
+  const uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  std::memcpy(sc, aux, 16);
+}
 
 // IQ4_XS: the 6-bit scale of sub-block ib (0..7), stored biased by 32 (the scale is ls - 32):
 // the low 4 bits in nibble ib % 2 of scales_l[ib / 2], the high 2 in bits 2 ib of scales_h.

@@ -38,8 +38,9 @@ inline __m256i Shuffle(__m256i v, const WordPattern& p) {
 
 // How a format's super-block sum differs from the plain sum of scaled u8 x s8 products.
 enum class Kind {
-  kMins,    // Q4_K, Q5_K: minus dmin * the sub-block mins times the activation sums
-  kOffset,  // Q6_K: values stored + 32; the offset's sum comes from the activation sums
+  kMins,    // Q2_K, Q4_K, Q5_K: minus dmin * the sub-block mins times the activation sums
+  kOffset,  // Q3_K, Q6_K: values stored + 4 / + 32; the offset's sum comes from the
+            // activation sums
   kSigned,  // IQ4_XS: signed values; |v| x (x with v's sign) through maddubs
 };
 
@@ -50,9 +51,9 @@ struct Unpacked {
   __m256i q[8];
   __m256i sc[8];
   __m256i sign[8];  // IQ4_XS: the signed values (their signs applied to the activations)
-  __m256i mins;     // Q4_K / Q5_K: mn[k / 2] in word k, for madd with the 16 bsums
-  __m256i offset;   // Q6_K: -32 sc[k] in word k, the same (the values' -32 offset)
-  __m256 d, dmin;   // broadcast F16 scales (dmin: Q4_K / Q5_K)
+  __m256i mins;     // Q2_K, Q4_K, Q5_K: the min of bsums[k]'s 16 values in word k (for madd)
+  __m256i offset;   // Q3_K, Q6_K: -4 (sc[k] - 32) / -32 sc[k] in word k, the same
+  __m256 d, dmin;   // broadcast F16 scales (dmin: Q2_K, Q4_K, Q5_K)
 };
 
 // Q4_K / Q5_K: qs[32p + l] holds value l of sub-block 2p (low nibble) and 2p + 1 (high);
@@ -87,6 +88,15 @@ inline void UnpackQ4K(const Block& blk, Unpacked* u) {
   u->dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(dd));
 }
 
+// Formats with 16 scales per super-block (one per 16 values, int16 words of sc16): vector v's
+// are words 2v (its low lane) and 2v + 1.
+inline void SpreadScales16(__m256i sc16, Unpacked* u) {
+  const __m256i halves[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                             _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+  TG_UNROLL
+  for (int v = 0; v < 8; ++v) u->sc[v] = Shuffle(halves[v / 4], kHalfPair[v % 4]);
+}
+
 // Q6_K: values 128h + [0, 32) are the low nibbles of ql[64h ..] with bits 0-1 of qh[32h ..],
 // [32, 64) those of ql[64h + 32 ..] with bits 2-3, [64, 96) the high nibbles of ql[64h ..] with
 // bits 4-5, [96, 128) the high nibbles of ql[64h + 32 ..] with bits 6-7.
@@ -107,10 +117,57 @@ inline void UnpackQ6K(const BlockQ6_K& blk, Unpacked* u) {
   const __m256i sc16 =
       _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
   u->offset = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
-  const __m256i halves[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
-                             _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+  SpreadScales16(sc16, u);
+  u->d = _mm256_set1_ps(half::F16ToF32(blk.d));
+}
+
+// Q2_K / Q3_K: value 128h + 32j + l (vector 4h + j) is bits 2j, 2j + 1 of qs[32h + l]; Q3_K adds
+// bit 4h + j of hmask[l] as 4.
+template <typename Block>
+inline void Unpack2Bit(const Block& blk, Unpacked* u) {
+  const __m256i m3 = _mm256_set1_epi8(3);
   TG_UNROLL
-  for (int v = 0; v < 8; ++v) u->sc[v] = Shuffle(halves[v / 4], kHalfPair[v % 4]);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i q = Load(blk.qs + 32 * h);
+    TG_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      u->q[4 * h + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+    }
+  }
+  if constexpr (std::is_same_v<Block, BlockQ3_K>) {
+    const __m256i hm = Load(blk.hmask), one = _mm256_set1_epi8(1);
+    TG_UNROLL
+    for (int v = 0; v < 8; ++v) {
+      const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(hm, v), one);
+      u->q[v] = _mm256_or_si256(u->q[v], _mm256_slli_epi16(bit, 2));
+    }
+  }
+}
+
+// Q2_K: 16 sub-blocks of 16 with a 4-bit scale (low nibble) and min (high nibble) each.
+inline void UnpackQ2K(const BlockQ2_K& blk, Unpacked* u) {
+  Unpack2Bit(blk, u);
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  u->mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
+  SpreadScales16(_mm256_cvtepu8_epi16(_mm_and_si128(packed, m4)), u);
+  const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(
+      static_cast<int>(static_cast<uint32_t>(blk.d) | (static_cast<uint32_t>(blk.dmin) << 16))));
+  u->d = _mm256_broadcastss_ps(dd);
+  u->dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(dd));
+}
+
+// Q3_K: values u - 4 (u = 0 .. 7), 16 signed 6-bit scales sc - 32; the -4 of every value goes
+// through the activation sums: -4 (sc - 32) per sub-block.
+inline void UnpackQ3K(const BlockQ3_K& blk, Unpacked* u) {
+  Unpack2Bit(blk, u);
+  int8_t sc[16];
+  Q3KScaleBits(blk.scales, sc);
+  const __m256i sc16 =
+      _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))),
+                       _mm256_set1_epi16(32));
+  u->offset = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 2));
+  SpreadScales16(sc16, u);
   u->d = _mm256_set1_ps(half::F16ToF32(blk.d));
 }
 
@@ -169,6 +226,12 @@ void Tile(const Block* row, int64_t nb, const BlockQ8_K* xq, float* y, int64_t l
     if constexpr (std::is_same_v<Block, BlockQ6_K>) {
       UnpackQ6K(row[b], &u);
       AddRows<Kind::kOffset, MR>(u, xq + b, nb, acc);
+    } else if constexpr (std::is_same_v<Block, BlockQ3_K>) {
+      UnpackQ3K(row[b], &u);
+      AddRows<Kind::kOffset, MR>(u, xq + b, nb, acc);
+    } else if constexpr (std::is_same_v<Block, BlockQ2_K>) {
+      UnpackQ2K(row[b], &u);
+      AddRows<Kind::kMins, MR>(u, xq + b, nb, acc);
     } else if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
       UnpackIQ4XS(row[b], &u);
       AddRows<Kind::kSigned, MR>(u, xq + b, nb, acc);
@@ -213,6 +276,12 @@ void Rows(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t
 bool GemvKQuantTilesAvx2(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
                          int64_t r0, int64_t r1) {
   switch (w.type) {
+    case WeightType::kQ2_K:
+      Rows<BlockQ2_K>(w, xq, n, y, ldy, r0, r1);
+      return true;
+    case WeightType::kQ3_K:
+      Rows<BlockQ3_K>(w, xq, n, y, ldy, r0, r1);
+      return true;
     case WeightType::kQ4_K:
       Rows<BlockQ4_K>(w, xq, n, y, ldy, r0, r1);
       return true;

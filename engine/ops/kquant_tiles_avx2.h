@@ -1,7 +1,9 @@
-// Fast mode (--compute bf16) Q4_K, Q5_K, Q6_K and IQ4_XS kernels for the levels without AVX-512 VNNI
-// (avx2, avx512): activations quantized to Q8_K blocks (engine/ops/kquant_dot.h), then exact
-// int32 dot products per super-block (AVX2 maddubs, times the int16 sub-block scales), scaled
-// in F32 lane by lane.
+// Fast mode (--compute bf16) K-quant kernels in 256-bit vectors: Q4_K, Q5_K, Q6_K and IQ4_XS
+// at the levels without AVX-512 VNNI (avx2, avx512; the VNNI levels have 512-bit tiles for
+// those in engine/ops/kquant_dot.cc), Q2_K and Q3_K at every level. Activations quantized to
+// Q8_K blocks (engine/ops/kquant_dot.h), then exact int32 dot products per super-block (AVX2
+// maddubs, times the int16 sub-block scales; dpwssd where the level has VNNI), scaled in F32
+// lane by lane.
 //
 // Tiles of one weight row x up to 4 activation rows: per super-block the row's 256 values are
 // unpacked once, with their scales, and used by every activation row of the tile (a prefill
@@ -23,8 +25,8 @@
 namespace textgen::ops {
 TG_ISA_BEGIN
 
-// Q4_K, Q5_K, Q6_K and IQ4_XS where the level has AVX2 (every level this build has but the baseline);
-// false, with nothing written, for other types or without AVX2.
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS where the level has AVX2 (every level this build has
+// but the baseline); false, with nothing written, for other types or without AVX2.
 bool GemvKQuantTilesAvx2(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
                          int64_t r0, int64_t r1);
 
