@@ -56,6 +56,19 @@ struct Unpacked {
   __m256 d, dmin;   // broadcast F16 scales (dmin: Q2_K, Q4_K, Q5_K)
 };
 
+// Bit v of byte l of `bits` is a high bit of value l of vector v: added as 1 << kPos (Q5_K's
+// fifth bit, kPos 4; Q3_K's third, kPos 2). The 16-bit shift's spill from the next byte is
+// masked off.
+template <int kPos>
+inline void AddHighBits(__m256i bits, Unpacked* u) {
+  const __m256i one = _mm256_set1_epi8(1);
+  TG_UNROLL
+  for (int v = 0; v < 8; ++v) {
+    const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(bits, v), one);
+    u->q[v] = _mm256_or_si256(u->q[v], _mm256_slli_epi16(bit, kPos));
+  }
+}
+
 // Q4_K / Q5_K: qs[32p + l] holds value l of sub-block 2p (low nibble) and 2p + 1 (high);
 // Q5_K's fifth bit of value l of sub-block s is bit s of qh[l].
 template <typename Block>
@@ -71,15 +84,7 @@ inline void UnpackQ4K(const Block& blk, Unpacked* u) {
     u->q[2 * p] = _mm256_and_si256(q, m4);
     u->q[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
   }
-  if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-    const __m256i qh = Load(blk.qh), one = _mm256_set1_epi8(1);
-    TG_UNROLL
-    for (int s = 0; s < 8; ++s) {
-      // Bit s of each byte to bit 4 (the 16-bit shift's spill from the next byte is masked).
-      const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, s), one);
-      u->q[s] = _mm256_or_si256(u->q[s], _mm256_slli_epi16(bit, 4));
-    }
-  }
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) AddHighBits<4>(Load(blk.qh), u);
   TG_UNROLL
   for (int v = 0; v < 8; ++v) u->sc[v] = Shuffle(sc, kSubBlock[v]);
   const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(
@@ -134,14 +139,7 @@ inline void Unpack2Bit(const Block& blk, Unpacked* u) {
       u->q[4 * h + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
     }
   }
-  if constexpr (std::is_same_v<Block, BlockQ3_K>) {
-    const __m256i hm = Load(blk.hmask), one = _mm256_set1_epi8(1);
-    TG_UNROLL
-    for (int v = 0; v < 8; ++v) {
-      const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(hm, v), one);
-      u->q[v] = _mm256_or_si256(u->q[v], _mm256_slli_epi16(bit, 2));
-    }
-  }
+  if constexpr (std::is_same_v<Block, BlockQ3_K>) AddHighBits<2>(Load(blk.hmask), u);
 }
 
 // Q2_K: 16 sub-blocks of 16 with a 4-bit scale (low nibble) and min (high nibble) each.
