@@ -143,11 +143,18 @@ inline void StoreSums(const __m512 (&acc)[MR][NR], float* y, int64_t ldy) {
 #endif
 
 #if defined(__AVX2__)
-// The sum of 8 lanes (also used by 256-bit kernels at the AVX-512 levels).
+// The sum and the max of 8 lanes (also used by 256-bit kernels at the AVX-512 levels).
 inline float Reduce1(__m256 a) {
   __m256 t = _mm256_add_ps(a, _mm256_permute_ps(a, _MM_SHUFFLE(1, 0, 3, 2)));
   t = _mm256_add_ps(t, _mm256_permute_ps(t, _MM_SHUFFLE(2, 3, 0, 1)));
   return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+}
+
+inline float ReduceMax(__m256 a) {
+  __m128 t = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  t = _mm_max_ps(t, _mm_movehl_ps(t, t));
+  t = _mm_max_ss(t, _mm_movehdup_ps(t));
+  return _mm_cvtss_f32(t);
 }
 #endif
 
@@ -205,13 +212,6 @@ inline __m128 Reduce4(const __m256* a) {
   const __m256 e = _mm256_add_ps(_mm256_shuffle_ps(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
                                  _mm256_shuffle_ps(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
   return _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
-}
-
-inline float ReduceMax(__m256 a) {
-  __m128 t = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  t = _mm_max_ps(t, _mm_movehl_ps(t, t));
-  t = _mm_max_ss(t, _mm_movehdup_ps(t));
-  return _mm_cvtss_f32(t);
 }
 
 inline double ReduceAdd(__m256d a) {
