@@ -105,7 +105,7 @@ inline void SpreadScales16(__m256i sc16, Unpacked* u) {
 // Q6_K: values 128h + [0, 32) are the low nibbles of ql[64h ..] with bits 0-1 of qh[32h ..],
 // [32, 64) those of ql[64h + 32 ..] with bits 2-3, [64, 96) the high nibbles of ql[64h ..] with
 // bits 4-5, [96, 128) the high nibbles of ql[64h + 32 ..] with bits 6-7.
-inline void UnpackQ6K(const BlockQ6_K& blk, Unpacked* u) {
+inline void Unpack(const BlockQ6_K& blk, Unpacked* u) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
   TG_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -143,7 +143,7 @@ inline void Unpack2Bit(const Block& blk, Unpacked* u) {
 }
 
 // Q2_K: 16 sub-blocks of 16 with a 4-bit scale (low nibble) and min (high nibble) each.
-inline void UnpackQ2K(const BlockQ2_K& blk, Unpacked* u) {
+inline void Unpack(const BlockQ2_K& blk, Unpacked* u) {
   Unpack2Bit(blk, u);
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
   const __m128i m4 = _mm_set1_epi8(0x0F);
@@ -157,7 +157,7 @@ inline void UnpackQ2K(const BlockQ2_K& blk, Unpacked* u) {
 
 // Q3_K: values u - 4 (u = 0 .. 7), 16 signed 6-bit scales sc - 32; the -4 of every value goes
 // through the activation sums: -4 (sc - 32) per sub-block.
-inline void UnpackQ3K(const BlockQ3_K& blk, Unpacked* u) {
+inline void Unpack(const BlockQ3_K& blk, Unpacked* u) {
   Unpack2Bit(blk, u);
   int8_t sc[16];
   Q3KScaleBits(blk.scales, sc);
@@ -171,7 +171,7 @@ inline void UnpackQ3K(const BlockQ3_K& blk, Unpacked* u) {
 
 // IQ4_XS: sub-block v is qs[16v .. 16v + 15], values 0-15 in the low nibbles and 16-31 in the
 // high ones, through the non-linear table (|v| <= 127: the sign trick cannot meet -128).
-inline void UnpackIQ4XS(const BlockIQ4_XS& blk, Unpacked* u) {
+inline void Unpack(const BlockIQ4_XS& blk, Unpacked* u) {
   const __m256i table =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -186,6 +186,18 @@ inline void UnpackIQ4XS(const BlockIQ4_XS& blk, Unpacked* u) {
   }
   u->d = _mm256_set1_ps(half::F16ToF32(blk.d));
 }
+
+inline void Unpack(const BlockQ4_K& blk, Unpacked* u) { UnpackQ4K(blk, u); }
+inline void Unpack(const BlockQ5_K& blk, Unpacked* u) { UnpackQ4K(blk, u); }
+
+template <typename Block>
+constexpr Kind kKindOf = Kind::kMins;  // Q2_K, Q4_K, Q5_K
+template <>
+constexpr Kind kKindOf<BlockQ3_K> = Kind::kOffset;
+template <>
+constexpr Kind kKindOf<BlockQ6_K> = Kind::kOffset;
+template <>
+constexpr Kind kKindOf<BlockIQ4_XS> = Kind::kSigned;
 
 // acc[i] += the super-block's dot product with activation row i, lane by lane: d_x d_w sumi
 // (- d_x dmin_w summins for Q4_K / Q5_K). Each lane's int32 sum is exact, and exact in F32
@@ -221,22 +233,8 @@ void Tile(const Block* row, int64_t nb, const BlockQ8_K* xq, float* y, int64_t l
   for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     Unpacked u;
-    if constexpr (std::is_same_v<Block, BlockQ6_K>) {
-      UnpackQ6K(row[b], &u);
-      AddRows<Kind::kOffset, MR>(u, xq + b, nb, acc);
-    } else if constexpr (std::is_same_v<Block, BlockQ3_K>) {
-      UnpackQ3K(row[b], &u);
-      AddRows<Kind::kOffset, MR>(u, xq + b, nb, acc);
-    } else if constexpr (std::is_same_v<Block, BlockQ2_K>) {
-      UnpackQ2K(row[b], &u);
-      AddRows<Kind::kMins, MR>(u, xq + b, nb, acc);
-    } else if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
-      UnpackIQ4XS(row[b], &u);
-      AddRows<Kind::kSigned, MR>(u, xq + b, nb, acc);
-    } else {
-      UnpackQ4K(row[b], &u);
-      AddRows<Kind::kMins, MR>(u, xq + b, nb, acc);
-    }
+    Unpack(row[b], &u);
+    AddRows<kKindOf<Block>, MR>(u, xq + b, nb, acc);
   }
   TG_UNROLL
   for (int i = 0; i < MR; ++i) y[i * ldy] = simd::Reduce1(acc[i]);
