@@ -1,12 +1,9 @@
 #include "engine/ops/kquant_dot_more.h"
 
-#include <cstring>
-
 #include "engine/ops/half.h"
 #include "engine/ops/isa_namespace.h"
 #include "engine/ops/kquant_dot.h"
 #include "engine/ops/kquant_tiles_avx2.h"
-#include "engine/ops/simd.h"
 
 namespace textgen::ops {
 TG_ISA_BEGIN
