@@ -65,22 +65,30 @@ float DotQ6K(const BlockQ6_K& w, const BlockQ8_K& a) {
 // ---- AVX-512 VNNI: tiles of 8 or 4 weight rows x up to 4 activation rows ---------------------
 //
 // Per super-block and weight row the 4- or 6-bit values are unpacked once into 4 zmm of u8
-// (64 values each) and the sub-block scales into 4 zmm of int16, then used by every activation
-// row of the tile: VPMADDUBSW (u8 x s8 -> int16 pairs, at most 2 * 63 * 127, no saturation)
-// and VPDPWSSD (x int16 scale, into int32 lanes) give exact int32 partial sums, which are
+// (64 values each) and the sub-block scales into 2 zmm of int16, then used by every activation
+// row of the tile: VPDPBUSD (u8 x s8, 4 products per int32 lane, at most 4 * 63 * 128 < 2^15)
+// on two value vectors, VPACKSSDW of the two into int16 words (exact: no lane saturates) and
+// VPDPWSSD (x int16 scale, into int32 lanes) give exact int32 partial sums, which are
 // converted and scaled in F32 once per super-block, lane by lane: one horizontal reduction per
-// output, at the end of the row. Compared with the per-super-block formula only the F32
-// summation order differs (each lane holds at most 2^24 in magnitude, so its conversion is
-// exact for Q4_K and for all but extreme Q6_K blocks).
+// output, at the end of the row. Why the pack: per activation row it is 6 multiply ops on the
+// port that does them instead of VPMADDUBSW + VPDPWSSD's 8 (the pack runs on another port), and
+// tiles of 4 activation rows (beams, batched decode) are bound by that port. Compared with the
+// per-super-block formula only the F32 summation order differs (each lane holds 16 products, at
+// most 2^24 in magnitude, so its conversion is exact for Q4_K and for all but extreme Q6_K
+// blocks).
 //
 // Weight rows are contiguous, so a tile of rows is one address range; each super-block step
 // prefetches as many bytes as it consumes, at least kPrefetchBytes (or one tile) ahead, as
-// engine/ops/q8_0_gemv.cc does for its short rows (a 768-wide Q4_K row is 432 bytes). On
-// 4096-wide rows streamed from DRAM it made no measurable difference (ops-bench --kquant).
+// engine/ops/q8_0_gemv.cc does for its short rows (a 768-wide Q4_K row is 432 bytes). Measured
+// on 4096-wide rows streamed from DRAM (ops-bench --kquant, one thread, Ice Lake VM), once the
+// prefetches were really emitted: Q4_K 4 activation rows 5-5.5 -> 7.2 GB/s, Q6_K one row
+// 8.3-8.6 -> 11 GB/s; stories110M Q4_K_M greedy decode 6.0 -> 4.8 ms/token.
 constexpr int64_t kPrefetchBytes = 4096;
 
+// always_inline: as a separate function GCC 12 finds it free of side effects (a prefetch is no
+// memory access to it) and deletes the calls; every prefetch here was silently gone until then.
 template <int NR, size_t kBlockBytes>
-inline void Prefetch(const uint8_t* w0, size_t row_bytes, int64_t b) {
+[[gnu::always_inline]] inline void Prefetch(const uint8_t* w0, size_t row_bytes, int64_t b) {
   const char* p = reinterpret_cast<const char*>(w0) +
                   std::max<int64_t>(kPrefetchBytes, NR * static_cast<int64_t>(row_bytes)) +
                   b * NR * static_cast<int64_t>(kBlockBytes);
@@ -113,29 +121,46 @@ inline __m256i Load256(const void* p) {
 struct alignas(64) WordIndex {
   uint16_t w[32];
 };
-constexpr WordIndex Pairs(int a, int b) {
-  WordIndex r{};
-  for (int k = 0; k < 32; ++k) r.w[k] = static_cast<uint16_t>(k < 16 ? a : b);
-  return r;
-}
 constexpr WordIndex Quads(int a) {  // words 8q .. 8q + 7 copies of word a + q
   WordIndex r{};
   for (int k = 0; k < 32; ++k) r.w[k] = static_cast<uint16_t>(a + k / 8);
   return r;
 }
-constexpr WordIndex MinPairs() {  // words k < 16: word 8 + k / 2 (the min of bsums pair k / 2)
+// Q4_K: scale words 0-7 = sc[0..7], 8-15 = mn[0..7]. Plane vectors k = 2c + e hold sub-blocks
+// (4c + e, 4c + 2 + e) (e = 0: low nibbles, 1: high), 32 values = 8 dword lanes each. The pack of
+// planes 2c and 2c + 1 puts, in each 128-bit lane L, 4 words of plane 2c then 4 of plane 2c + 1,
+// from its first half (L < 2) or second (L >= 2).
+constexpr WordIndex Q4PackedScales(int c) {
   WordIndex r{};
-  for (int k = 0; k < 32; ++k) r.w[k] = static_cast<uint16_t>(8 + (k % 16) / 2);
+  for (int k = 0; k < 32; ++k) {
+    r.w[k] = static_cast<uint16_t>(4 * c + (k % 8 >= 4 ? 1 : 0) + (k / 8 >= 2 ? 2 : 0));
+  }
   return r;
 }
-// Q4_K: scale words 0-7 = sc[0..7], 8-15 = mn[0..7]. Plane vectors of chunk c hold sub-blocks
-// (4c, 4c + 2) (low nibbles) and (4c + 1, 4c + 3) (high nibbles), 32 values = 16 words each.
-constexpr WordIndex kQ4Scale[4] = {Pairs(0, 2), Pairs(1, 3), Pairs(4, 6), Pairs(5, 7)};
-constexpr WordIndex kQ4Mins = MinPairs();
-// Q6_K: 16 scale words; vector k (values 64k .. 64k + 63) uses sc[4k .. 4k + 3], 8 words each.
-constexpr WordIndex kQ6Scale[4] = {Quads(0), Quads(4), Quads(8), Quads(12)};
+constexpr WordIndex kQ4Scale[2] = {Q4PackedScales(0), Q4PackedScales(1)};
+// Q6_K: 16 scale words; vector k (values 64k .. 64k + 63) uses sc[4k .. 4k + 3], 4 dword lanes
+// each. The pack of vectors 2p and 2p + 1: lane L holds sub-block 8p + L, then 8p + 4 + L.
+constexpr WordIndex Q6PackedScales(int p) {
+  WordIndex r{};
+  for (int k = 0; k < 32; ++k) {
+    r.w[k] = static_cast<uint16_t>(8 * p + (k % 8 >= 4 ? 4 : 0) + k / 8);
+  }
+  return r;
+}
+constexpr WordIndex kQ6Scale[2] = {Q6PackedScales(0), Q6PackedScales(1)};
+// IQ4_XS (VPMADDUBSW, unpacked): vector k uses sub-blocks 4k .. 4k + 3, 8 words each.
+constexpr WordIndex kIQ4Scale[2] = {Quads(0), Quads(4)};
 
 inline __m512i LoadIndex(const WordIndex& i) { return _mm512_load_si512(i.w); }
+
+// s + the products of two u8 value vectors wq[0..1] with the 128 s8 activations at x, each
+// group of 4 summed (VPDPBUSD), packed to int16 words and multiplied by their scale words.
+inline __m512i PackedDot(__m512i s, const __m512i* wq, const int8_t* x, __m512i scale) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i lo = _mm512_dpbusd_epi32(zero, wq[0], _mm512_loadu_si512(x));
+  const __m512i hi = _mm512_dpbusd_epi32(zero, wq[1], _mm512_loadu_si512(x + 64));
+  return _mm512_dpwssd_epi32(s, _mm512_packs_epi32(lo, hi), scale);
+}
 
 // The activations' qs of one super-block reordered for Q4_K: 64-byte pieces (sub-blocks of 32)
 // 0 2 | 1 3 | 4 6 | 5 7, so that each piece meets one nibble plane of a 64-byte weight load.
@@ -165,12 +190,29 @@ void ReorderForIQ4XS(const BlockQ8_K* xq, int64_t count, int8_t* out) {
   }
 }
 
+// Q4_K's min terms, per activation block: d x the sums of bsums pairs (one per sub-block of 32),
+// out [count, 8].
+void MinSumsForQ4K(const BlockQ8_K* xq, int64_t count, float* out) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < count; ++b) {
+    const __m256i pairs = _mm256_madd_epi16(Load256(xq[b].bsums), ones);
+    _mm256_storeu_ps(out + 8 * b,
+                     _mm256_mul_ps(_mm256_set1_ps(xq[b].d), _mm256_cvtepi32_ps(pairs)));
+  }
+}
+
 // Activation rows [i0, i0 + MR) of one tile: Q8_K blocks xq (stride nb per row) and, for
-// Q4_K, the reordered qs xr ([rows, nb, 256]).
+// Q4_K and IQ4_XS, the reordered qs xr ([rows, nb, 256]); for Q4_K, the min terms xm
+// ([rows, nb, 8]).
 struct TileX {
   const BlockQ8_K* xq;
   const int8_t* xr;
+  const float* xm;
   int64_t nb;
+
+  TileX Rows(int64_t i) const {
+    return {xq + i * nb, xr ? xr + i * nb * kQkK : nullptr, xm ? xm + i * nb * 8 : nullptr, nb};
+  }
 };
 
 // Q5_K's fifth bits: bit s of qh[l] belongs to value l of sub-block s. Plane vector k (sub-blocks
@@ -199,12 +241,11 @@ inline void Q4KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
     TG_UNROLL
     for (int j = 0; j < NR; ++j) {
       const Block& blk = reinterpret_cast<const Block*>(w0 + j * row_bytes)[b];
-      const __m512i words = _mm512_castsi256_si512(Q4KScaleWords(blk.scales));
-      __m512i sc[4], wq[4];
-      TG_UNROLL
-      for (int k = 0; k < 4; ++k) sc[k] = _mm512_permutexvar_epi16(LoadIndex(kQ4Scale[k]), words);
-      const __m256i mins =
-          _mm512_castsi512_si256(_mm512_permutexvar_epi16(LoadIndex(kQ4Mins), words));
+      const __m256i words16 = Q4KScaleWords(blk.scales);
+      const __m512i words = _mm512_castsi256_si512(words16);
+      const __m512i sc[2] = {_mm512_permutexvar_epi16(LoadIndex(kQ4Scale[0]), words),
+                             _mm512_permutexvar_epi16(LoadIndex(kQ4Scale[1]), words)};
+      __m512i wq[4];
       TG_UNROLL
       for (int c = 0; c < 2; ++c) {
         const __m512i q = Load512(blk.qs + 64 * c);
@@ -222,21 +263,21 @@ inline void Q4KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
       // F32 d and dmin broadcast; each activation row multiplies in its own d.
       const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(
           static_cast<uint32_t>(blk.d) | (static_cast<uint32_t>(blk.dmin) << 16))));
-      const __m512 dw = _mm512_broadcastss_ps(dd), dm = _mm512_broadcastss_ps(_mm_movehdup_ps(dd));
+      const __m512 dw = _mm512_broadcastss_ps(dd);
+      // dmin x the 8 mins, in lanes 0-7 (8-15 zero), once for all activation rows.
+      const __m512 mins = _mm512_zextps256_ps512(_mm256_mul_ps(
+          _mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+          _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(words16, 1)))));
       TG_UNROLL
       for (int i = 0; i < MR; ++i) {
-        const BlockQ8_K& a = x.xq[i * x.nb + b];
-        const int8_t* xr = x.xr + (i * x.nb + b) * kQkK;
+        const int64_t ib = i * x.nb + b;
         __m512i s = _mm512_setzero_si512();
         TG_UNROLL
-        for (int k = 0; k < 4; ++k) {
-          s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wq[k], Load512(xr + 64 * k)), sc[k]);
-        }
-        const __m256i m = _mm256_madd_epi16(mins, Load256(a.bsums));
-        const __m512 dx = _mm512_set1_ps(a.d);
+        for (int c = 0; c < 2; ++c) s = PackedDot(s, wq + 2 * c, x.xr + ib * kQkK + 128 * c, sc[c]);
+        const __m512 dx = _mm512_set1_ps(x.xq[ib].d);
         acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[i][j]);
-        acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(m)),
-                                     _mm512_mul_ps(dm, dx), acc[i][j]);
+        acc[i][j] = _mm512_fnmadd_ps(mins, _mm512_zextps256_ps512(_mm256_loadu_ps(x.xm + ib * 8)),
+                                     acc[i][j]);
       }
     }
   }
@@ -280,9 +321,9 @@ inline void IQ4XSTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float
     for (int j = 0; j < NR; ++j) {
       const BlockIQ4_XS& blk = reinterpret_cast<const BlockIQ4_XS*>(w0 + j * row_bytes)[b];
       const __m512i words = _mm512_castsi128_si512(IQ4XSScaleWords(blk));
-      // Piece 2c + e uses sub-blocks 4c .. 4c + 3, 8 words each (kQ6Scale's pattern).
-      const __m512i sc[2] = {_mm512_permutexvar_epi16(LoadIndex(kQ6Scale[0]), words),
-                             _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[1]), words)};
+      // Piece 2c + e uses sub-blocks 4c .. 4c + 3, 8 words each.
+      const __m512i sc[2] = {_mm512_permutexvar_epi16(LoadIndex(kIQ4Scale[0]), words),
+                             _mm512_permutexvar_epi16(LoadIndex(kIQ4Scale[1]), words)};
       __m512i wu[4];
       __mmask64 neg[4];
       TG_UNROLL
@@ -334,11 +375,10 @@ inline void Q6KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
           _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
       // The -32 offset of every value: -32 * sc[j] * bsums[j] per sub-block of 16.
       const __m256i off16 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
-      __m512i sc[4], wq[4];
-      TG_UNROLL
-      for (int k = 0; k < 4; ++k) {
-        sc[k] = _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[k]), _mm512_castsi256_si512(sc16));
-      }
+      const __m512i sc[2] = {
+          _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[0]), _mm512_castsi256_si512(sc16)),
+          _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[1]), _mm512_castsi256_si512(sc16))};
+      __m512i wq[4];
       TG_UNROLL
       for (int h = 0; h < 2; ++h) {
         // Values 128h + [0, 64): low nibbles of ql[64h ..], bits 0-1 (first 32) and 2-3 (next
@@ -358,9 +398,7 @@ inline void Q6KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
         const BlockQ8_K& a = x.xq[i * x.nb + b];
         __m512i s = _mm512_zextsi256_si512(_mm256_madd_epi16(off16, Load256(a.bsums)));
         TG_UNROLL
-        for (int k = 0; k < 4; ++k) {
-          s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wq[k], Load512(a.qs + 64 * k)), sc[k]);
-        }
+        for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
         acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
                                     acc[i][j]);
       }
@@ -371,9 +409,11 @@ inline void Q6KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
 
 // Rows [r0, r1) in tiles of 8 (n <= 2) or 4 weight rows, then single rows (kMultiRow), or
 // one row at a time: Q6_K, whose tiles of 4 or 8 rows streamed from DRAM at half the rate of
-// single rows on this machine (~18 vs ~35 GB/s per thread; not understood, measured with
-// ops-bench --kquant), while from L2 they are faster (74 vs 53 GB/s). Per tile, the activation rows
-// in groups of 4 (the weights of the tile come from L1 after the first group).
+// single rows on a Zen 5 machine (~18 vs ~35 GB/s per thread, measured with ops-bench --kquant
+// while the prefetches above were compiled away), while from L2 they are faster (74 vs 53
+// GB/s). Re-measured with working prefetches on the Ice Lake VM: 4-row tiles still no faster
+// from DRAM (9.4-10.8 vs 11 GB/s at n = 1). Per tile, the activation rows in groups of 4 (the
+// weights of the tile come from L1 after the first group).
 template <template <int, int, bool> class Tile, bool kMultiRow>
 void Rows512(const WeightView& w, const TileX& x, int64_t n, float* y, int64_t ldy, int64_t r0,
              int64_t r1) {
@@ -382,14 +422,14 @@ void Rows512(const WeightView& w, const TileX& x, int64_t n, float* y, int64_t l
     const uint8_t* w0 = w.row(r);
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
-      const TileX xi{x.xq + i * x.nb, x.xr ? x.xr + i * x.nb * kQkK : nullptr, x.nb};
+      const TileX xi = x.Rows(i);
       if (i == 0) {
         Tile<4, NR, true>::Run(w0, rb, xi, y + i * ldy + r, ldy);
       } else {
         Tile<4, NR, false>::Run(w0, rb, xi, y + i * ldy + r, ldy);
       }
     }
-    const TileX xi{x.xq + i * x.nb, x.xr ? x.xr + i * x.nb * kQkK : nullptr, x.nb};
+    const TileX xi = x.Rows(i);
     float* yi = y + i * ldy + r;
     switch (n - i) {
       case 3:
@@ -605,9 +645,12 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
   if (w.type == WeightType::kQ4_K || w.type == WeightType::kQ5_K) {
     // Reordered activations, per thread (each thread reads them for its whole row range).
     thread_local std::vector<int8_t> xr;
+    thread_local std::vector<float> xm;
     xr.resize(static_cast<size_t>(n * nb * kQkK));
+    xm.resize(static_cast<size_t>(n * nb * 8));
     ReorderForQ4K(xq, n * nb, xr.data());
-    const TileX x{xq, xr.data(), nb};
+    MinSumsForQ4K(xq, n * nb, xm.data());
+    const TileX x{xq, xr.data(), xm.data(), nb};
     if (w.type == WeightType::kQ5_K) return Rows512<Q5KTileFn, true>(w, x, n, y, ldy, r0, r1);
     return Rows512<Q4KTileFn, true>(w, x, n, y, ldy, r0, r1);
   }
@@ -615,10 +658,10 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
     thread_local std::vector<int8_t> xr;
     xr.resize(static_cast<size_t>(n * nb * kQkK));
     ReorderForIQ4XS(xq, n * nb, xr.data());
-    return Rows512<IQ4XSTileFn, true>(w, TileX{xq, xr.data(), nb}, n, y, ldy, r0, r1);
+    return Rows512<IQ4XSTileFn, true>(w, TileX{xq, xr.data(), nullptr, nb}, n, y, ldy, r0, r1);
   }
   if (w.type == WeightType::kQ6_K) {
-    return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nb}, n, y, ldy, r0, r1);
+    return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nullptr, nb}, n, y, ldy, r0, r1);
   }
 #elif defined(__AVX2__)
   // Q4_K, Q5_K, Q6_K, IQ4_XS: one weight row x up to 4 activation rows per tile.
