@@ -126,7 +126,7 @@ struct LoadBf16 {
 // for the hardware prefetcher to follow. Measured on stories110M BF16 decode, one thread of a
 // shared machine: ~28-35 tokens/s without (stalled on the loads), ~40-46 with.
 template <typename T, int NR>
-inline void PrefetchNextTile(const T* w, int64_t in, int64_t k) {
+[[gnu::always_inline]] inline void PrefetchNextTile(const T* w, int64_t in, int64_t k) {
   constexpr int64_t kStepBytes = 8 * NR * static_cast<int64_t>(sizeof(T));
   const char* ahead = reinterpret_cast<const char*>(w + NR * in) + k * NR * sizeof(T);
   if constexpr (kStepBytes >= 64) {

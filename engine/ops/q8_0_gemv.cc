@@ -45,7 +45,8 @@ inline void ForRowTiles(int64_t r0, int64_t r1, Tile&& tile) {
 // from DRAM ran at ~40% of the machine's read bandwidth while the same kernel on L3-resident
 // weights reached ~22 GB/s per thread.
 template <int NR>
-inline void PrefetchNextTile(const uint8_t* w0, size_t row_bytes, int64_t b) {
+[[gnu::always_inline]] inline void PrefetchNextTile(const uint8_t* w0, size_t row_bytes,
+                                                    int64_t b) {
   const char* ahead = reinterpret_cast<const char*>(w0 + NR * row_bytes) + b * NR * kQ8_0BlockBytes;
   TG_UNROLL
   for (int line = 0; line < static_cast<int>(2 * NR * kQ8_0BlockBytes); line += 64) {

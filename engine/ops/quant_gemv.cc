@@ -37,7 +37,8 @@ namespace {
 // a tile reads NR short streams at once, too short for the hardware prefetcher to follow. The
 // step of block b fetches as many bytes of the next tile as the step consumes.
 template <typename Fmt, int NR>
-inline void PrefetchNextTile(const uint8_t* w0, size_t row_bytes, int64_t b) {
+[[gnu::always_inline]] inline void PrefetchNextTile(const uint8_t* w0, size_t row_bytes,
+                                                    int64_t b) {
   constexpr int64_t kStep = int64_t{NR} * Fmt::kBytes;
   const char* next = reinterpret_cast<const char*>(w0 + NR * row_bytes);
   const int64_t first = b * kStep / 64 * 64, end = (b + 1) * kStep;
