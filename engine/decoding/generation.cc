@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "engine/ops/softmax.h"
+#include "engine/ops/threading.h"
 #include "engine/tokenizer/unicode.h"
 #include "engine/util/status_macros.h"
 
@@ -311,20 +312,27 @@ void Generation::EmitSingle(int32_t id, double logprob, std::vector<TokenLogprob
 void Generation::ConsumeBeams(const float* logits) {
   const int n = static_cast<int>(seqs_.size());
   rows_.resize(static_cast<size_t>(n) * n_vocab_);
-  std::vector<const double*> ptrs(n);
-  for (int i = 0; i < n; ++i) {
-    const float* row = logits + static_cast<size_t>(i) * n_vocab_;
-    if (options_.sampling.repetition_penalty != 1.0f) {
-      std::memcpy(processed_.data(), row, n_vocab_ * sizeof(float));
+  const bool penalty = options_.sampling.repetition_penalty != 1.0f;
+  if (penalty) beam_processed_.resize(static_cast<size_t>(n) * n_vocab_);
+  // Each beam's row on its own, across the compute threads: the log-softmax of 4 vocabulary
+  // rows was the largest part of a beam step left on one thread (the other spun meanwhile).
+  ops::ParallelForEach(n, ops::NumThreads(), [&](int64_t i) {
+    const size_t off = static_cast<size_t>(i) * n_vocab_;
+    const float* row = logits + off;
+    if (penalty) {
+      float* p = &beam_processed_[off];
+      std::memcpy(p, row, n_vocab_ * sizeof(float));
       std::vector<int32_t> ctx(prompt_);
-      const auto& ids = beam_->running_ids(i);
+      const auto& ids = beam_->running_ids(static_cast<int>(i));
       ctx.insert(ctx.end(), ids.begin(), ids.end());
-      ApplyRepetitionPenalty(options_.sampling.repetition_penalty, ctx, absl::MakeSpan(processed_));
-      row = processed_.data();
+      ApplyRepetitionPenalty(options_.sampling.repetition_penalty, ctx,
+                             absl::MakeSpan(p, n_vocab_));
+      row = p;
     }
-    ops::LogSoftmax(row, n_vocab_, &rows_[static_cast<size_t>(i) * n_vocab_]);
-    ptrs[i] = &rows_[static_cast<size_t>(i) * n_vocab_];
-  }
+    ops::LogSoftmax(row, n_vocab_, &rows_[off]);
+  });
+  std::vector<const double*> ptrs(n);
+  for (int i = 0; i < n; ++i) ptrs[i] = &rows_[static_cast<size_t>(i) * n_vocab_];
   TerminalFn terminal;
   if (has_stops_) {
     terminal = [this](int beam, int32_t token) { return BeamEndsInStop(beam, token); };

@@ -248,6 +248,7 @@ class Generation {
   std::optional<BeamSearch> beam_;
   std::vector<std::vector<double>> beam_logprobs_;  // per running beam, per generated token
   std::vector<double> rows_;                        // [n_beams, vocab] log-softmax rows
+  std::vector<float> beam_processed_;               // [n_beams, vocab] penalised logits
   size_t streamed_ = 0;                             // certain-prefix tokens already streamed
   IncrementalDetokenizer beam_detok_;
   std::vector<GeneratedToken> beam_tokens_;
