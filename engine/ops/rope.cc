@@ -1,7 +1,10 @@
 #include "engine/ops/rope.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "engine/ops/half.h"
@@ -47,8 +50,8 @@ void Angles(const RopeConfig& c, RopeScratch& s, double pos, double mscale) {
 inline int64_t PairFirst(const RopeConfig& c, int64_t i) { return c.neox ? i : 2 * i; }
 inline int64_t PairStride(const RopeConfig& c) { return c.neox ? c.rope_dim / 2 : 1; }
 
-// Rotates one row [n_heads, head_dim] by the angles in s.
-void RotateRow(const RopeConfig& c, const RopeScratch& s, float* row) {
+// Rotates one row [n_heads, head_dim] by the angles whose cos and sin are cs[i] and sn[i].
+void RotateRow(const RopeConfig& c, const float* cs, const float* sn, float* row) {
   const int64_t half = c.rope_dim / 2;
   const int64_t stride = PairStride(c);
   for (int64_t h = 0; h < c.n_heads; ++h) {
@@ -57,10 +60,80 @@ void RotateRow(const RopeConfig& c, const RopeScratch& s, float* row) {
       float* p = v + PairFirst(c, i);
       const float x0 = p[0];
       const float x1 = p[stride];
-      p[0] = x0 * s.cos[i] - x1 * s.sin[i];
-      p[stride] = x0 * s.sin[i] + x1 * s.cos[i];
+      p[0] = x0 * cs[i] - x1 * sn[i];
+      p[stride] = x0 * sn[i] + x1 * cs[i];
     }
   }
+}
+
+// Rope's cos/sin tables of recent positions, per thread. Why: every layer of a forward pass
+// rotates q and k at the same positions with the same frequencies (and all beams of a step
+// share one position), and computing them in double was ~2% of a beam-search step. Keyed by
+// every input of the angles, frequency factors by value (a pointer may be reused by another
+// model), so a hit gives the same floats as a fresh computation.
+class AngleCache {
+ public:
+  // [2, rope_dim / 2]: cos, then sin of position pos under c.
+  const float* Get(const RopeConfig& c, int32_t pos) {
+    const int64_t half = c.rope_dim / 2;
+    const size_t slot = static_cast<uint32_t>(pos) % kSlots;
+    float* t = &table_[slot * 2 * static_cast<size_t>(half)];
+    if (pos_[slot] != pos) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double theta = static_cast<double>(pos) * inv_freq_[i];
+        t[i] = static_cast<float>(static_cast<double>(c.attn_factor) * std::cos(theta));
+        t[half + i] = static_cast<float>(static_cast<double>(c.attn_factor) * std::sin(theta));
+      }
+      pos_[slot] = pos;
+    }
+    return t;
+  }
+
+  bool Matches(const RopeConfig& c) const {
+    if (c.rope_dim != rope_dim_ || c.freq_base != freq_base_ || c.freq_scale != freq_scale_ ||
+        c.attn_factor != attn_factor_ || (c.freq_factors != nullptr) != !factors_.empty()) {
+      return false;
+    }
+    return c.freq_factors == nullptr ||
+           std::equal(factors_.begin(), factors_.end(), c.freq_factors);
+  }
+
+  void Reset(const RopeConfig& c, const std::vector<double>& inv_freq) {
+    rope_dim_ = c.rope_dim;
+    freq_base_ = c.freq_base;
+    freq_scale_ = c.freq_scale;
+    attn_factor_ = c.attn_factor;
+    factors_.clear();
+    if (c.freq_factors != nullptr) factors_.assign(c.freq_factors, c.freq_factors + c.rope_dim / 2);
+    inv_freq_ = inv_freq;
+    table_.assign(kSlots * static_cast<size_t>(c.rope_dim), 0.0f);
+    pos_.assign(kSlots, std::numeric_limits<int64_t>::min());
+  }
+
+ private:
+  static constexpr size_t kSlots = 256;  // a 128-token prefill's q and k calls both hit
+  int64_t rope_dim_ = -1;
+  float freq_base_ = 0.0f, freq_scale_ = 0.0f, attn_factor_ = 0.0f;
+  std::vector<float> factors_;
+  std::vector<double> inv_freq_;
+  std::vector<float> table_;  // [kSlots, 2, rope_dim / 2]
+  std::vector<int64_t> pos_;  // [kSlots] the position a slot holds
+};
+
+// The thread's cache for c: two, so that models alternating two RoPE settings by layer (Gemma
+// 3's local and global layers) keep both.
+AngleCache& CacheFor(const RopeConfig& c) {
+  thread_local AngleCache caches[2];
+  thread_local int last = 0;
+  for (int k : {last, 1 - last}) {
+    if (caches[k].Matches(c)) {
+      last = k;
+      return caches[k];
+    }
+  }
+  last = 1 - last;  // replace the one not used last
+  caches[last].Reset(c, Prepare(c).inv_freq);
+  return caches[last];
 }
 
 inline float Load(float x) { return x; }
@@ -93,11 +166,12 @@ void ShiftTransposed(const RopeConfig& config, int32_t delta, int64_t n_slots, i
 }  // namespace
 
 void Rope(const RopeConfig& config, const int32_t* positions, int64_t n, float* x) {
-  RopeScratch& s = Prepare(config);
+  if (config.rope_dim == 0 || n == 0) return;
+  AngleCache& cache = CacheFor(config);
   const int64_t row = config.n_heads * config.head_dim;
   for (int64_t r = 0; r < n; ++r) {
-    Angles(config, s, positions[r], config.attn_factor);
-    RotateRow(config, s, x + r * row);
+    const float* t = cache.Get(config, positions[r]);
+    RotateRow(config, t, t + config.rope_dim / 2, x + r * row);
   }
 }
 
@@ -105,7 +179,7 @@ void RopeShift(const RopeConfig& config, int32_t delta, int64_t n, float* x) {
   RopeScratch& s = Prepare(config);
   const int64_t row = config.n_heads * config.head_dim;
   Angles(config, s, delta, 1.0);  // one angle set for all rows
-  for (int64_t r = 0; r < n; ++r) RotateRow(config, s, x + r * row);
+  for (int64_t r = 0; r < n; ++r) RotateRow(config, s.cos.data(), s.sin.data(), x + r * row);
 }
 
 void RopeShiftTransposed(const RopeConfig& config, int32_t delta, int64_t n_slots, int64_t ld,

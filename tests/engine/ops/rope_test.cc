@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "engine/format/dtype.h"
@@ -102,6 +103,34 @@ TEST_CASE("NEOX Rope with frequency factors and an attention factor matches the 
       for (int64_t e = 0; e < c.n_heads * c.head_dim; ++e) {
         REQUIRE(kt[e * ld + r] == Approx(want[r * c.n_heads * c.head_dim + e]).margin(1e-5));
       }
+    }
+  }
+}
+
+// Rope keeps cos/sin tables per thread (engine/ops/rope.cc's AngleCache): whatever ran before on
+// the thread, a call must give the bytes a fresh thread computes.
+TEST_CASE("Rope's angle cache: interleaved settings and reused positions give fresh results") {
+  float factors[] = {1.0f, 1.0f, 2.5f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f};
+  const RopeConfig a{.n_heads = 2, .head_dim = 16, .rope_dim = 16};
+  const RopeConfig b{.n_heads = 2, .head_dim = 16, .rope_dim = 16, .freq_base = 1e6f};
+  const RopeConfig c{.n_heads = 2, .head_dim = 16, .rope_dim = 16, .freq_factors = factors};
+  const RopeConfig d{.n_heads = 1, .head_dim = 32, .rope_dim = 8, .attn_factor = 1.5f};
+  // 7 and 263 share a cache slot (256 slots), as do 0 and 256.
+  const std::vector<int32_t> pos = {7, 263, 0, 256, 7, 100000};
+  auto fresh = [&](const RopeConfig& cfg, std::vector<float> x) {
+    std::thread t([&] { Rope(cfg, pos.data(), static_cast<int64_t>(pos.size()), x.data()); });
+    t.join();
+    return x;
+  };
+  const std::vector<float> x = Random(static_cast<int64_t>(pos.size()) * 32, 5);
+  // Ends and starts with c, so that round 1's first call finds c's table of round 0.
+  const RopeConfig* order[] = {&c, &a, &b, &a, &c, &b, &d, &c, &a, &d, &d, &c};
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) factors[2] = 3.0f;  // same pointer, new values: must not hit the old table
+    for (const RopeConfig* cfg : order) {
+      std::vector<float> got = x;
+      Rope(*cfg, pos.data(), static_cast<int64_t>(pos.size()), got.data());
+      REQUIRE(got == fresh(*cfg, x));
     }
   }
 }
