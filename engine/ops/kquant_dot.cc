@@ -77,26 +77,8 @@ float DotQ6K(const BlockQ6_K& w, const BlockQ8_K& a) {
 // most 2^24 in magnitude, so its conversion is exact for Q4_K and for all but extreme Q6_K
 // blocks).
 //
-// Weight rows are contiguous, so a tile of rows is one address range; each super-block step
-// prefetches as many bytes as it consumes, at least kPrefetchBytes (or one tile) ahead, as
-// engine/ops/q8_0_gemv.cc does for its short rows (a 768-wide Q4_K row is 432 bytes). Measured
-// on 4096-wide rows streamed from DRAM (ops-bench --kquant, one thread, Ice Lake VM), once the
-// prefetches were really emitted: Q4_K 4 activation rows 5-5.5 -> 7.2 GB/s, Q6_K one row
-// 8.3-8.6 -> 11 GB/s; stories110M Q4_K_M greedy decode 6.0 -> 4.8 ms/token.
-constexpr int64_t kPrefetchBytes = 4096;
-
-// always_inline: as a separate function GCC 12 finds it free of side effects (a prefetch is no
-// memory access to it) and deletes the calls; every prefetch here was silently gone until then.
-template <int NR, size_t kBlockBytes>
-[[gnu::always_inline]] inline void Prefetch(const uint8_t* w0, size_t row_bytes, int64_t b) {
-  const char* p = reinterpret_cast<const char*>(w0) +
-                  std::max<int64_t>(kPrefetchBytes, NR * static_cast<int64_t>(row_bytes)) +
-                  b * NR * static_cast<int64_t>(kBlockBytes);
-  TG_UNROLL
-  for (int line = 0; line < static_cast<int>(NR * kBlockBytes); line += 64) {
-    _mm_prefetch(p + line, _MM_HINT_T0);
-  }
-}
+// Weight rows are contiguous, so a tile of rows is one address range: each super-block step
+// prefetches ahead (kquant_simd.h's Prefetch).
 
 // y[i * ldy + j] = lane sum of acc[i][j], for any NR (simd::StoreSums takes 1 or 4k).
 template <int MR, int NR>

@@ -225,13 +225,17 @@ inline void AddRows(const Unpacked& u, const BlockQ8_K* xq, int64_t nb, __m256 (
   }
 }
 
-// One weight row x activation rows [0, MR) of xq ([MR, nb] blocks): y[i * ldy].
-template <typename Block, int MR>
+// One weight row x activation rows [0, MR) of xq ([MR, nb] blocks): y[i * ldy]. The first
+// group of a row prefetches the weights ahead (rows are contiguous).
+template <typename Block, int MR, bool kPrefetch>
 void Tile(const Block* row, int64_t nb, const BlockQ8_K* xq, float* y, int64_t ldy) {
   __m256 acc[MR];
   TG_UNROLL
   for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if constexpr (kPrefetch) {
+      Prefetch<1, sizeof(Block)>(reinterpret_cast<const uint8_t*>(row), nb * sizeof(Block), b);
+    }
     Unpacked u;
     Unpack(row[b], &u);
     AddRows<kKindOf<Block>, MR>(u, xq + b, nb, acc);
@@ -248,18 +252,30 @@ void Rows(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t
   for (int64_t r = r0; r < r1; ++r) {
     const Block* row = reinterpret_cast<const Block*>(w.row(r));
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) Tile<Block, 4>(row, nb, xq + i * nb, y + i * ldy + r, ldy);
+    for (; i + 4 <= n; i += 4) {
+      float* yi = y + i * ldy + r;
+      if (i == 0) {
+        Tile<Block, 4, true>(row, nb, xq, yi, ldy);
+      } else {
+        Tile<Block, 4, false>(row, nb, xq + i * nb, yi, ldy);
+      }
+    }
     const BlockQ8_K* xi = xq + i * nb;
     float* yi = y + i * ldy + r;
+    // The rest: 1-3 rows, the row's first group when n < 4 (then it prefetches).
+    const bool first = i == 0;
     switch (n - i) {
       case 3:
-        Tile<Block, 3>(row, nb, xi, yi, ldy);
+        first ? Tile<Block, 3, true>(row, nb, xi, yi, ldy)
+              : Tile<Block, 3, false>(row, nb, xi, yi, ldy);
         break;
       case 2:
-        Tile<Block, 2>(row, nb, xi, yi, ldy);
+        first ? Tile<Block, 2, true>(row, nb, xi, yi, ldy)
+              : Tile<Block, 2, false>(row, nb, xi, yi, ldy);
         break;
       case 1:
-        Tile<Block, 1>(row, nb, xi, yi, ldy);
+        first ? Tile<Block, 1, true>(row, nb, xi, yi, ldy)
+              : Tile<Block, 1, false>(row, nb, xi, yi, ldy);
         break;
       default:
         break;
