@@ -58,9 +58,7 @@ float DotQ6K(const BlockQ6_K& w, const BlockQ8_K& a) {
   return a.d * half::F16ToF32(w.d) * static_cast<float>(sumi);
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    defined(__AVX512VNNI__)
-#define TG_KQUANT_512 1
+#if defined(TG_KQUANT_512)
 
 // ---- AVX-512 VNNI: tiles of 8 or 4 weight rows x up to 4 activation rows ---------------------
 //
@@ -183,17 +181,29 @@ void MinSumsForQ4K(const BlockQ8_K* xq, int64_t count, float* out) {
   }
 }
 
+// Q2_K's min terms, per activation block: d x bsums (one per sub-block of 16), out [count, 16].
+void MinSumsForQ2K(const BlockQ8_K* xq, int64_t count, float* out) {
+  for (int64_t b = 0; b < count; ++b) {
+    _mm512_storeu_ps(
+        out + 16 * b,
+        _mm512_mul_ps(_mm512_set1_ps(xq[b].d),
+                      _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(Load256(xq[b].bsums)))));
+  }
+}
+
 // Activation rows [i0, i0 + MR) of one tile: Q8_K blocks xq (stride nb per row) and, for
-// Q4_K and IQ4_XS, the reordered qs xr ([rows, nb, 256]); for Q4_K, the min terms xm
-// ([rows, nb, 8]).
+// Q4_K and IQ4_XS, the reordered qs xr ([rows, nb, 256]); for Q4_K and Q2_K, the min terms xm
+// ([rows, nb, xm_block]).
 struct TileX {
   const BlockQ8_K* xq;
   const int8_t* xr;
   const float* xm;
   int64_t nb;
+  int64_t xm_block = 8;  // floats of xm per block (Q2_K: 16)
 
   TileX Rows(int64_t i) const {
-    return {xq + i * nb, xr ? xr + i * nb * kQkK : nullptr, xm ? xm + i * nb * 8 : nullptr, nb};
+    return {xq + i * nb, xr ? xr + i * nb * kQkK : nullptr, xm ? xm + i * nb * xm_block : nullptr,
+            nb, xm_block};
   }
 };
 
@@ -389,6 +399,133 @@ inline void Q6KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
   StoreTile<MR, NR>(acc, y, ldy);
 }
 
+// Q2_K / Q3_K: value vector k = 2h + e (values 64k .. 64k + 63, natural order) holds the
+// 2-bit planes 2e and 2e + 1 of qs[32h .. 32h + 31] (value 128h + 32j + l is bits 2j, 2j + 1 of
+// qs[32h + l]): the 32 bytes in both halves of a zmm, each half shifted by its plane.
+inline void Unpack2Bit512(const uint8_t* qs, __m512i (&wq)[4]) {
+  const __m512i m3 = _mm512_set1_epi8(3);
+  TG_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const __m512i q = _mm512_broadcast_i64x4(Load256(qs + 32 * h));
+    TG_UNROLL
+    for (int e = 0; e < 2; ++e) {
+      const __m512i shift =
+          _mm512_inserti64x4(_mm512_set1_epi64(4 * e), _mm256_set1_epi64x(4 * e + 2), 1);
+      wq[2 * h + e] = _mm512_and_si512(_mm512_srlv_epi64(q, shift), m3);
+    }
+  }
+}
+
+// Q3_K's 16 scales (6 bits, stored + 32) as signed int16 words, Q3KScaleBits on 4 dwords at
+// once. Reads exactly the 12 bytes (a block may end the mapping 2 bytes later).
+inline __m256i Q3KScaleWords(const uint8_t* packed) {
+  int32_t hi;
+  std::memcpy(&hi, packed + 8, 4);
+  const __m128i v = _mm_insert_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed)), hi,
+                                     2);  // aux0 aux1 aux2 -
+  const __m128i lo = _mm_and_si128(
+      _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 1, 0)), _mm_setr_epi32(0, 0, 4, 4)),
+      _mm_set1_epi32(0x0f0f0f0f));
+  const __m128i top = _mm_and_si128(
+      _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 2, 4, 6)),
+      _mm_set1_epi32(0x03030303));
+  const __m128i sc = _mm_or_si128(lo, _mm_slli_epi32(top, 4));
+  return _mm256_sub_epi16(_mm256_cvtepu8_epi16(sc), _mm256_set1_epi16(32));
+}
+
+// Q3_K: values u - 4 (u = 2 bits + 4 x the hmask bit, 0 .. 7) with 16 signed scales; the -4 of
+// every value goes through the activation sums (-4 sc per sub-block), as Q6_K's -32.
+template <int MR, int NR, bool kPrefetch>
+inline void Q3KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* y, int64_t ldy) {
+  __m512 acc[MR][NR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < x.nb; ++b) {
+    if constexpr (kPrefetch) Prefetch<NR, sizeof(BlockQ3_K)>(w0, row_bytes, b);
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) {
+      const BlockQ3_K& blk = reinterpret_cast<const BlockQ3_K*>(w0 + j * row_bytes)[b];
+      const __m256i sc16 = Q3KScaleWords(blk.scales);
+      const __m256i off16 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 2));
+      const __m512i sc[2] = {
+          _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[0]), _mm512_castsi256_si512(sc16)),
+          _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[1]), _mm512_castsi256_si512(sc16))};
+      __m512i wq[4];
+      Unpack2Bit512(blk.qs, wq);
+      // Bit 4h + j of hmask[l] adds 4 to value 128h + 32j + l: vector 2h + e tests bit
+      // 4h + 2e in its low 32 bytes and 4h + 2e + 1 in its high 32.
+      const __m512i hm = _mm512_broadcast_i64x4(Load256(blk.hmask));
+      TG_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        const int bit = 4 * (k / 2) + 2 * (k % 2);
+        const __m512i select = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << bit)),
+                                                  _mm256_set1_epi8(static_cast<char>(2 << bit)), 1);
+        wq[k] = _mm512_mask_add_epi8(wq[k], _mm512_test_epi8_mask(hm, select), wq[k],
+                                     _mm512_set1_epi8(4));
+      }
+      const __m512 dw = _mm512_set1_ps(half::F16ToF32(blk.d));
+      TG_UNROLL
+      for (int i = 0; i < MR; ++i) {
+        const BlockQ8_K& a = x.xq[i * x.nb + b];
+        __m512i s = _mm512_zextsi256_si512(_mm256_madd_epi16(off16, Load256(a.bsums)));
+        TG_UNROLL
+        for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
+                                    acc[i][j]);
+      }
+    }
+  }
+  StoreTile<MR, NR>(acc, y, ldy);
+}
+
+// Q2_K: values 0 .. 3 with a 4-bit scale (low nibble) and min (high nibble) per 16 values; the
+// min terms as Q4_K's (dmin x mins per weight block, d_x x bsums per activation block).
+template <int MR, int NR, bool kPrefetch>
+inline void Q2KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* y, int64_t ldy) {
+  __m512 acc[MR][NR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < x.nb; ++b) {
+    if constexpr (kPrefetch) Prefetch<NR, sizeof(BlockQ2_K)>(w0, row_bytes, b);
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) {
+      const BlockQ2_K& blk = reinterpret_cast<const BlockQ2_K*>(w0 + j * row_bytes)[b];
+      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+      const __m128i m4 = _mm_set1_epi8(0x0F);
+      const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(packed, m4)));
+      const __m512i sc[2] = {_mm512_permutexvar_epi16(LoadIndex(kQ6Scale[0]), sc16),
+                             _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[1]), sc16)};
+      __m512i wq[4];
+      Unpack2Bit512(blk.qs, wq);
+      const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(
+          static_cast<uint32_t>(blk.d) | (static_cast<uint32_t>(blk.dmin) << 16))));
+      const __m512 dw = _mm512_broadcastss_ps(dd);
+      // dmin x the 16 mins, once for all activation rows.
+      const __m512 mins = _mm512_mul_ps(
+          _mm512_broadcastss_ps(_mm_movehdup_ps(dd)),
+          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(packed, 4), m4))));
+      TG_UNROLL
+      for (int i = 0; i < MR; ++i) {
+        const int64_t ib = i * x.nb + b;
+        const BlockQ8_K& a = x.xq[ib];
+        __m512i s = _mm512_setzero_si512();
+        TG_UNROLL
+        for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
+                                    acc[i][j]);
+        acc[i][j] = _mm512_fnmadd_ps(mins, _mm512_loadu_ps(x.xm + ib * 16), acc[i][j]);
+      }
+    }
+  }
+  StoreTile<MR, NR>(acc, y, ldy);
+}
+
 // Rows [r0, r1) in tiles of 8 (n <= 2) or 4 weight rows, then single rows (kMultiRow), or
 // one row at a time: Q6_K, whose tiles of 4 or 8 rows streamed from DRAM at half the rate of
 // single rows on a Zen 5 machine (~18 vs ~35 GB/s per thread, measured with ops-bench --kquant
@@ -454,6 +591,18 @@ template <int MR, int NR, bool kPrefetch>
 struct IQ4XSTileFn {
   static void Run(const uint8_t* w0, size_t rb, const TileX& x, float* y, int64_t ldy) {
     IQ4XSTile<MR, NR, kPrefetch>(w0, rb, x, y, ldy);
+  }
+};
+template <int MR, int NR, bool kPrefetch>
+struct Q3KTileFn {
+  static void Run(const uint8_t* w0, size_t rb, const TileX& x, float* y, int64_t ldy) {
+    Q3KTile<MR, NR, kPrefetch>(w0, rb, x, y, ldy);
+  }
+};
+template <int MR, int NR, bool kPrefetch>
+struct Q2KTileFn {
+  static void Run(const uint8_t* w0, size_t rb, const TileX& x, float* y, int64_t ldy) {
+    Q2KTile<MR, NR, kPrefetch>(w0, rb, x, y, ldy);
   }
 };
 template <int MR, int NR, bool kPrefetch>
@@ -644,6 +793,15 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
   }
   if (w.type == WeightType::kQ6_K) {
     return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nullptr, nb}, n, y, ldy, r0, r1);
+  }
+  if (w.type == WeightType::kQ3_K) {
+    return Rows512<Q3KTileFn, true>(w, TileX{xq, nullptr, nullptr, nb}, n, y, ldy, r0, r1);
+  }
+  if (w.type == WeightType::kQ2_K) {
+    thread_local std::vector<float> xm;
+    xm.resize(static_cast<size_t>(n * nb * 16));
+    MinSumsForQ2K(xq, n * nb, xm.data());
+    return Rows512<Q2KTileFn, true>(w, TileX{xq, nullptr, xm.data(), nb, 16}, n, y, ldy, r0, r1);
   }
 #elif defined(__AVX2__)
   // Q4_K, Q5_K, Q6_K, IQ4_XS: one weight row x up to 4 activation rows per tile.

@@ -3,6 +3,7 @@
 #include "engine/ops/half.h"
 #include "engine/ops/isa_namespace.h"
 #include "engine/ops/kquant_dot.h"
+#include "engine/ops/kquant_simd.h"
 #include "engine/ops/kquant_tiles_avx2.h"
 
 namespace textgen::ops {
@@ -116,10 +117,14 @@ void GemvKQuantInt8More(const WeightView& w, const BlockQ8_K* xq, int64_t n, flo
       return GemvKQuantInt8(w, xq, n, y, ldy, r0, r1);
     case WeightType::kQ2_K:
     case WeightType::kQ3_K:
-      // One weight row x up to 4 activation rows per tile, at every level (256-bit; the VNNI
-      // levels add dpwssd).
+#if defined(TG_KQUANT_512)
+      // The 512-bit tiles of 8 or 4 weight rows (engine/ops/kquant_dot.cc).
+      return GemvKQuantInt8(w, xq, n, y, ldy, r0, r1);
+#else
+      // One weight row x up to 4 activation rows per tile (256-bit).
       GemvKQuantTilesAvx2(w, xq, n, y, ldy, r0, r1);
       return;
+#endif
     default:
       return;
   }

@@ -11,6 +11,13 @@
 #include "engine/ops/isa_namespace.h"
 #include "engine/ops/simd.h"
 
+// The levels with 512-bit K-quant tiles (engine/ops/kquant_dot.cc); below them the 256-bit
+// ones of kquant_tiles_avx2.cc.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__)
+#define TG_KQUANT_512 1
+#endif
+
 #if defined(__AVX2__)
 #include <immintrin.h>
 
