@@ -204,6 +204,29 @@ struct TileX {
   }
 };
 
+// The loop every tile below shares: acc[MR][NR] zeroed; per super-block b the prefetch, then
+// for each weight row j of the tile body(block, b, j, acc), which adds the block's products
+// with activation rows [0, MR) to acc[i][j]; then the lane sums stored. body must inline (one
+// copy per unrolled j, so that acc stays in registers).
+#define TG_ALWAYS_INLINE __attribute__((always_inline))
+template <typename Block, int MR, int NR, bool kPrefetch, typename Body>
+[[gnu::always_inline]] inline void TileLoop(const uint8_t* w0, size_t row_bytes, const TileX& x,
+                                            float* y, int64_t ldy, Body&& body) {
+  __m512 acc[MR][NR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < x.nb; ++b) {
+    if constexpr (kPrefetch) Prefetch<NR, sizeof(Block)>(w0, row_bytes, b);
+    TG_UNROLL
+    for (int j = 0; j < NR; ++j)
+      body(reinterpret_cast<const Block*>(w0 + j * row_bytes)[b], b, j, acc);
+  }
+  StoreTile<MR, NR>(acc, y, ldy);
+}
+
 // Q5_K's fifth bits: bit s of qh[l] belongs to value l of sub-block s. Plane vector k (sub-blocks
 // 4c + e and 4c + 2 + e, k = 2c + e) tests bit 4c + e in its low 32 bytes and 4c + 2 + e in its
 // high 32 against qh repeated in both halves.
@@ -219,58 +242,49 @@ template <typename Block, int MR, int NR, bool kPrefetch>
 inline void Q4KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* y, int64_t ldy) {
   constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  __m512 acc[MR][NR];
-  TG_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  }
-  for (int64_t b = 0; b < x.nb; ++b) {
-    if constexpr (kPrefetch) Prefetch<NR, sizeof(Block)>(w0, row_bytes, b);
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) {
-      const Block& blk = reinterpret_cast<const Block*>(w0 + j * row_bytes)[b];
-      const __m256i words16 = Q4KScaleWords(blk.scales);
-      const __m512i words = _mm512_castsi256_si512(words16);
-      const __m512i sc[2] = {_mm512_permutexvar_epi16(LoadIndex(kQ4Scale[0]), words),
-                             _mm512_permutexvar_epi16(LoadIndex(kQ4Scale[1]), words)};
-      __m512i wq[4];
-      TG_UNROLL
-      for (int c = 0; c < 2; ++c) {
-        const __m512i q = Load512(blk.qs + 64 * c);
-        wq[2 * c] = _mm512_and_si512(q, m4);
-        wq[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-      }
-      if constexpr (kQ5) {
-        const __m512i qh = _mm512_broadcast_i64x4(Load256(blk.qh));
+  TileLoop<Block, MR, NR, kPrefetch>(
+      w0, row_bytes, x, y, ldy,
+      [&](const Block& blk, int64_t b, int j, __m512(&acc)[MR][NR]) TG_ALWAYS_INLINE {
+        const __m256i words16 = Q4KScaleWords(blk.scales);
+        const __m512i words = _mm512_castsi256_si512(words16);
+        const __m512i sc[2] = {_mm512_permutexvar_epi16(LoadIndex(kQ4Scale[0]), words),
+                               _mm512_permutexvar_epi16(LoadIndex(kQ4Scale[1]), words)};
+        __m512i wq[4];
         TG_UNROLL
-        for (int k = 0; k < 4; ++k) {
-          const __mmask64 hi = _mm512_test_epi8_mask(qh, Q5KBitSelect(k));
-          wq[k] = _mm512_mask_add_epi8(wq[k], hi, wq[k], _mm512_set1_epi8(16));
+        for (int c = 0; c < 2; ++c) {
+          const __m512i q = Load512(blk.qs + 64 * c);
+          wq[2 * c] = _mm512_and_si512(q, m4);
+          wq[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
         }
-      }
-      // F32 d and dmin broadcast; each activation row multiplies in its own d.
-      const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(
-          static_cast<uint32_t>(blk.d) | (static_cast<uint32_t>(blk.dmin) << 16))));
-      const __m512 dw = _mm512_broadcastss_ps(dd);
-      // dmin x the 8 mins, in lanes 0-7 (8-15 zero), once for all activation rows.
-      const __m512 mins = _mm512_zextps256_ps512(_mm256_mul_ps(
-          _mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
-          _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(words16, 1)))));
-      TG_UNROLL
-      for (int i = 0; i < MR; ++i) {
-        const int64_t ib = i * x.nb + b;
-        __m512i s = _mm512_setzero_si512();
+        if constexpr (kQ5) {
+          const __m512i qh = _mm512_broadcast_i64x4(Load256(blk.qh));
+          TG_UNROLL
+          for (int k = 0; k < 4; ++k) {
+            const __mmask64 hi = _mm512_test_epi8_mask(qh, Q5KBitSelect(k));
+            wq[k] = _mm512_mask_add_epi8(wq[k], hi, wq[k], _mm512_set1_epi8(16));
+          }
+        }
+        // F32 d and dmin broadcast; each activation row multiplies in its own d.
+        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(
+            static_cast<uint32_t>(blk.d) | (static_cast<uint32_t>(blk.dmin) << 16))));
+        const __m512 dw = _mm512_broadcastss_ps(dd);
+        // dmin x the 8 mins, in lanes 0-7 (8-15 zero), once for all activation rows.
+        const __m512 mins = _mm512_zextps256_ps512(_mm256_mul_ps(
+            _mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+            _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(words16, 1)))));
         TG_UNROLL
-        for (int c = 0; c < 2; ++c) s = PackedDot(s, wq + 2 * c, x.xr + ib * kQkK + 128 * c, sc[c]);
-        const __m512 dx = _mm512_set1_ps(x.xq[ib].d);
-        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[i][j]);
-        acc[i][j] = _mm512_fnmadd_ps(mins, _mm512_zextps256_ps512(_mm256_loadu_ps(x.xm + ib * 8)),
-                                     acc[i][j]);
-      }
-    }
-  }
-  StoreTile<MR, NR>(acc, y, ldy);
+        for (int i = 0; i < MR; ++i) {
+          const int64_t ib = i * x.nb + b;
+          __m512i s = _mm512_setzero_si512();
+          TG_UNROLL
+          for (int c = 0; c < 2; ++c)
+            s = PackedDot(s, wq + 2 * c, x.xr + ib * kQkK + 128 * c, sc[c]);
+          const __m512 dx = _mm512_set1_ps(x.xq[ib].d);
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[i][j]);
+          acc[i][j] = _mm512_fnmadd_ps(mins, _mm512_zextps256_ps512(_mm256_loadu_ps(x.xm + ib * 8)),
+                                       acc[i][j]);
+        }
+      });
 }
 
 // IQ4_XS's 8 signed sub-block scales (ls - 32) as int16 words 0-7: the low nibbles of
@@ -298,102 +312,82 @@ inline void IQ4XSTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i table =
       _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-  __m512 acc[MR][NR];
-  TG_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  }
-  for (int64_t b = 0; b < x.nb; ++b) {
-    if constexpr (kPrefetch) Prefetch<NR, sizeof(BlockIQ4_XS)>(w0, row_bytes, b);
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) {
-      const BlockIQ4_XS& blk = reinterpret_cast<const BlockIQ4_XS*>(w0 + j * row_bytes)[b];
-      const __m512i words = _mm512_castsi128_si512(IQ4XSScaleWords(blk));
-      // Piece 2c + e uses sub-blocks 4c .. 4c + 3, 8 words each.
-      const __m512i sc[2] = {_mm512_permutexvar_epi16(LoadIndex(kIQ4Scale[0]), words),
-                             _mm512_permutexvar_epi16(LoadIndex(kIQ4Scale[1]), words)};
-      __m512i wu[4];
-      __mmask64 neg[4];
-      TG_UNROLL
-      for (int c = 0; c < 2; ++c) {
-        const __m512i q = Load512(blk.qs + 64 * c);
-        const __m512i nib[2] = {_mm512_and_si512(q, m4),
-                                _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)};
+  TileLoop<BlockIQ4_XS, MR, NR, kPrefetch>(
+      w0, row_bytes, x, y, ldy,
+      [&](const BlockIQ4_XS& blk, int64_t b, int j, __m512(&acc)[MR][NR]) TG_ALWAYS_INLINE {
+        const __m512i words = _mm512_castsi128_si512(IQ4XSScaleWords(blk));
+        // Piece 2c + e uses sub-blocks 4c .. 4c + 3, 8 words each.
+        const __m512i sc[2] = {_mm512_permutexvar_epi16(LoadIndex(kIQ4Scale[0]), words),
+                               _mm512_permutexvar_epi16(LoadIndex(kIQ4Scale[1]), words)};
+        __m512i wu[4];
+        __mmask64 neg[4];
         TG_UNROLL
-        for (int e = 0; e < 2; ++e) {
-          const __m512i v = _mm512_shuffle_epi8(table, nib[e]);
-          wu[2 * c + e] = _mm512_abs_epi8(v);
-          neg[2 * c + e] = _mm512_movepi8_mask(v);
+        for (int c = 0; c < 2; ++c) {
+          const __m512i q = Load512(blk.qs + 64 * c);
+          const __m512i nib[2] = {_mm512_and_si512(q, m4),
+                                  _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)};
+          TG_UNROLL
+          for (int e = 0; e < 2; ++e) {
+            const __m512i v = _mm512_shuffle_epi8(table, nib[e]);
+            wu[2 * c + e] = _mm512_abs_epi8(v);
+            neg[2 * c + e] = _mm512_movepi8_mask(v);
+          }
         }
-      }
-      const __m512 dw = _mm512_set1_ps(half::F16ToF32(blk.d));
-      TG_UNROLL
-      for (int i = 0; i < MR; ++i) {
-        const int8_t* xr = x.xr + (i * x.nb + b) * kQkK;
-        __m512i s = _mm512_setzero_si512();
+        const __m512 dw = _mm512_set1_ps(half::F16ToF32(blk.d));
         TG_UNROLL
-        for (int k = 0; k < 4; ++k) {
-          const __m512i xv = Load512(xr + 64 * k);
-          const __m512i xs = _mm512_mask_sub_epi8(xv, neg[k], _mm512_setzero_si512(), xv);
-          s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wu[k], xs), sc[k / 2]);
+        for (int i = 0; i < MR; ++i) {
+          const int8_t* xr = x.xr + (i * x.nb + b) * kQkK;
+          __m512i s = _mm512_setzero_si512();
+          TG_UNROLL
+          for (int k = 0; k < 4; ++k) {
+            const __m512i xv = Load512(xr + 64 * k);
+            const __m512i xs = _mm512_mask_sub_epi8(xv, neg[k], _mm512_setzero_si512(), xv);
+            s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wu[k], xs), sc[k / 2]);
+          }
+          const __m512 dx = _mm512_set1_ps(x.xq[i * x.nb + b].d);
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[i][j]);
         }
-        const __m512 dx = _mm512_set1_ps(x.xq[i * x.nb + b].d);
-        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[i][j]);
-      }
-    }
-  }
-  StoreTile<MR, NR>(acc, y, ldy);
+      });
 }
 
 template <int MR, int NR, bool kPrefetch>
 inline void Q6KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* y, int64_t ldy) {
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-  __m512 acc[MR][NR];
-  TG_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  }
-  for (int64_t b = 0; b < x.nb; ++b) {
-    if constexpr (kPrefetch) Prefetch<NR, sizeof(BlockQ6_K)>(w0, row_bytes, b);
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) {
-      const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w0 + j * row_bytes)[b];
-      const __m256i sc16 =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
-      // The -32 offset of every value: -32 * sc[j] * bsums[j] per sub-block of 16.
-      const __m256i off16 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
-      const __m512i sc[2] = {
-          _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[0]), _mm512_castsi256_si512(sc16)),
-          _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[1]), _mm512_castsi256_si512(sc16))};
-      __m512i wq[4];
-      TG_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        // Values 128h + [0, 64): low nibbles of ql[64h ..], bits 0-1 (first 32) and 2-3 (next
-        // 32) of qh[32h ..]; values 128h + [64, 128): high nibbles, bits 4-5 and 6-7.
-        const __m512i l = Load512(blk.ql + 64 * h);
-        const __m256i hb = Load256(blk.qh + 32 * h);
-        const __m512i hz =
-            _mm512_inserti64x4(_mm512_castsi256_si512(hb), _mm256_srli_epi16(hb, 2), 1);
-        wq[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4),
-                                    _mm512_and_si512(_mm512_slli_epi16(hz, 4), m30));
-        wq[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                        _mm512_and_si512(hz, m30));
-      }
-      const __m512 dw = _mm512_set1_ps(half::F16ToF32(blk.d));
-      TG_UNROLL
-      for (int i = 0; i < MR; ++i) {
-        const BlockQ8_K& a = x.xq[i * x.nb + b];
-        __m512i s = _mm512_zextsi256_si512(_mm256_madd_epi16(off16, Load256(a.bsums)));
+  TileLoop<BlockQ6_K, MR, NR, kPrefetch>(
+      w0, row_bytes, x, y, ldy,
+      [&](const BlockQ6_K& blk, int64_t b, int j, __m512(&acc)[MR][NR]) TG_ALWAYS_INLINE {
+        const __m256i sc16 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+        // The -32 offset of every value: -32 * sc[j] * bsums[j] per sub-block of 16.
+        const __m256i off16 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
+        const __m512i sc[2] = {
+            _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[0]), _mm512_castsi256_si512(sc16)),
+            _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[1]), _mm512_castsi256_si512(sc16))};
+        __m512i wq[4];
         TG_UNROLL
-        for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
-        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
-                                    acc[i][j]);
-      }
-    }
-  }
-  StoreTile<MR, NR>(acc, y, ldy);
+        for (int h = 0; h < 2; ++h) {
+          // Values 128h + [0, 64): low nibbles of ql[64h ..], bits 0-1 (first 32) and 2-3 (next
+          // 32) of qh[32h ..]; values 128h + [64, 128): high nibbles, bits 4-5 and 6-7.
+          const __m512i l = Load512(blk.ql + 64 * h);
+          const __m256i hb = Load256(blk.qh + 32 * h);
+          const __m512i hz =
+              _mm512_inserti64x4(_mm512_castsi256_si512(hb), _mm256_srli_epi16(hb, 2), 1);
+          wq[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                      _mm512_and_si512(_mm512_slli_epi16(hz, 4), m30));
+          wq[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                          _mm512_and_si512(hz, m30));
+        }
+        const __m512 dw = _mm512_set1_ps(half::F16ToF32(blk.d));
+        TG_UNROLL
+        for (int i = 0; i < MR; ++i) {
+          const BlockQ8_K& a = x.xq[i * x.nb + b];
+          __m512i s = _mm512_zextsi256_si512(_mm256_madd_epi16(off16, Load256(a.bsums)));
+          TG_UNROLL
+          for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
+                                      acc[i][j]);
+        }
+      });
 }
 
 // Q2_K / Q3_K: value vector k = 2h + e (values 64k .. 64k + 63, natural order) holds the
@@ -434,93 +428,75 @@ inline __m256i Q3KScaleWords(const uint8_t* packed) {
 // every value goes through the activation sums (-4 sc per sub-block), as Q6_K's -32.
 template <int MR, int NR, bool kPrefetch>
 inline void Q3KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* y, int64_t ldy) {
-  __m512 acc[MR][NR];
-  TG_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  }
-  for (int64_t b = 0; b < x.nb; ++b) {
-    if constexpr (kPrefetch) Prefetch<NR, sizeof(BlockQ3_K)>(w0, row_bytes, b);
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) {
-      const BlockQ3_K& blk = reinterpret_cast<const BlockQ3_K*>(w0 + j * row_bytes)[b];
-      const __m256i sc16 = Q3KScaleWords(blk.scales);
-      const __m256i off16 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 2));
-      const __m512i sc[2] = {
-          _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[0]), _mm512_castsi256_si512(sc16)),
-          _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[1]), _mm512_castsi256_si512(sc16))};
-      __m512i wq[4];
-      Unpack2Bit512(blk.qs, wq);
-      // Bit 4h + j of hmask[l] adds 4 to value 128h + 32j + l: vector 2h + e tests bit
-      // 4h + 2e in its low 32 bytes and 4h + 2e + 1 in its high 32.
-      const __m512i hm = _mm512_broadcast_i64x4(Load256(blk.hmask));
-      TG_UNROLL
-      for (int k = 0; k < 4; ++k) {
-        const int bit = 4 * (k / 2) + 2 * (k % 2);
-        const __m512i select = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << bit)),
-                                                  _mm256_set1_epi8(static_cast<char>(2 << bit)), 1);
-        wq[k] = _mm512_mask_add_epi8(wq[k], _mm512_test_epi8_mask(hm, select), wq[k],
-                                     _mm512_set1_epi8(4));
-      }
-      const __m512 dw = _mm512_set1_ps(half::F16ToF32(blk.d));
-      TG_UNROLL
-      for (int i = 0; i < MR; ++i) {
-        const BlockQ8_K& a = x.xq[i * x.nb + b];
-        __m512i s = _mm512_zextsi256_si512(_mm256_madd_epi16(off16, Load256(a.bsums)));
+  TileLoop<BlockQ3_K, MR, NR, kPrefetch>(
+      w0, row_bytes, x, y, ldy,
+      [&](const BlockQ3_K& blk, int64_t b, int j, __m512(&acc)[MR][NR]) TG_ALWAYS_INLINE {
+        const __m256i sc16 = Q3KScaleWords(blk.scales);
+        const __m256i off16 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 2));
+        const __m512i sc[2] = {
+            _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[0]), _mm512_castsi256_si512(sc16)),
+            _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[1]), _mm512_castsi256_si512(sc16))};
+        __m512i wq[4];
+        Unpack2Bit512(blk.qs, wq);
+        // Bit 4h + j of hmask[l] adds 4 to value 128h + 32j + l: vector 2h + e tests bit
+        // 4h + 2e in its low 32 bytes and 4h + 2e + 1 in its high 32.
+        const __m512i hm = _mm512_broadcast_i64x4(Load256(blk.hmask));
         TG_UNROLL
-        for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
-        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
-                                    acc[i][j]);
-      }
-    }
-  }
-  StoreTile<MR, NR>(acc, y, ldy);
+        for (int k = 0; k < 4; ++k) {
+          const int bit = 4 * (k / 2) + 2 * (k % 2);
+          const __m512i select =
+              _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << bit)),
+                                 _mm256_set1_epi8(static_cast<char>(2 << bit)), 1);
+          wq[k] = _mm512_mask_add_epi8(wq[k], _mm512_test_epi8_mask(hm, select), wq[k],
+                                       _mm512_set1_epi8(4));
+        }
+        const __m512 dw = _mm512_set1_ps(half::F16ToF32(blk.d));
+        TG_UNROLL
+        for (int i = 0; i < MR; ++i) {
+          const BlockQ8_K& a = x.xq[i * x.nb + b];
+          __m512i s = _mm512_zextsi256_si512(_mm256_madd_epi16(off16, Load256(a.bsums)));
+          TG_UNROLL
+          for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
+                                      acc[i][j]);
+        }
+      });
 }
 
 // Q2_K: values 0 .. 3 with a 4-bit scale (low nibble) and min (high nibble) per 16 values; the
 // min terms as Q4_K's (dmin x mins per weight block, d_x x bsums per activation block).
 template <int MR, int NR, bool kPrefetch>
 inline void Q2KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* y, int64_t ldy) {
-  __m512 acc[MR][NR];
-  TG_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  }
-  for (int64_t b = 0; b < x.nb; ++b) {
-    if constexpr (kPrefetch) Prefetch<NR, sizeof(BlockQ2_K)>(w0, row_bytes, b);
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) {
-      const BlockQ2_K& blk = reinterpret_cast<const BlockQ2_K*>(w0 + j * row_bytes)[b];
-      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
-      const __m128i m4 = _mm_set1_epi8(0x0F);
-      const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(packed, m4)));
-      const __m512i sc[2] = {_mm512_permutexvar_epi16(LoadIndex(kQ6Scale[0]), sc16),
-                             _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[1]), sc16)};
-      __m512i wq[4];
-      Unpack2Bit512(blk.qs, wq);
-      const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(
-          static_cast<uint32_t>(blk.d) | (static_cast<uint32_t>(blk.dmin) << 16))));
-      const __m512 dw = _mm512_broadcastss_ps(dd);
-      // dmin x the 16 mins, once for all activation rows.
-      const __m512 mins = _mm512_mul_ps(
-          _mm512_broadcastss_ps(_mm_movehdup_ps(dd)),
-          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(packed, 4), m4))));
-      TG_UNROLL
-      for (int i = 0; i < MR; ++i) {
-        const int64_t ib = i * x.nb + b;
-        const BlockQ8_K& a = x.xq[ib];
-        __m512i s = _mm512_setzero_si512();
+  TileLoop<BlockQ2_K, MR, NR, kPrefetch>(
+      w0, row_bytes, x, y, ldy,
+      [&](const BlockQ2_K& blk, int64_t b, int j, __m512(&acc)[MR][NR]) TG_ALWAYS_INLINE {
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+        const __m128i m4 = _mm_set1_epi8(0x0F);
+        const __m512i sc16 =
+            _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(packed, m4)));
+        const __m512i sc[2] = {_mm512_permutexvar_epi16(LoadIndex(kQ6Scale[0]), sc16),
+                               _mm512_permutexvar_epi16(LoadIndex(kQ6Scale[1]), sc16)};
+        __m512i wq[4];
+        Unpack2Bit512(blk.qs, wq);
+        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(
+            static_cast<uint32_t>(blk.d) | (static_cast<uint32_t>(blk.dmin) << 16))));
+        const __m512 dw = _mm512_broadcastss_ps(dd);
+        // dmin x the 16 mins, once for all activation rows.
+        const __m512 mins = _mm512_mul_ps(
+            _mm512_broadcastss_ps(_mm_movehdup_ps(dd)),
+            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(packed, 4), m4))));
         TG_UNROLL
-        for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
-        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
-                                    acc[i][j]);
-        acc[i][j] = _mm512_fnmadd_ps(mins, _mm512_loadu_ps(x.xm + ib * 16), acc[i][j]);
-      }
-    }
-  }
-  StoreTile<MR, NR>(acc, y, ldy);
+        for (int i = 0; i < MR; ++i) {
+          const int64_t ib = i * x.nb + b;
+          const BlockQ8_K& a = x.xq[ib];
+          __m512i s = _mm512_setzero_si512();
+          TG_UNROLL
+          for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
+                                      acc[i][j]);
+          acc[i][j] = _mm512_fnmadd_ps(mins, _mm512_loadu_ps(x.xm + ib * 16), acc[i][j]);
+        }
+      });
 }
 
 // Rows [r0, r1) in tiles of 8 (n <= 2) or 4 weight rows, then single rows (kMultiRow), or
