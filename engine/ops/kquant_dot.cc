@@ -350,6 +350,23 @@ inline void IQ4XSTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float
       });
 }
 
+// Q6_K and Q3_K (values stored with an offset, 16-value sub-blocks): acc[i][j] += the block's
+// products with activation row i, the offset's share off16 x bsums starting each lane sum.
+template <int MR, int NR>
+[[gnu::always_inline]] inline void AddOffsetRows(const __m512i (&wq)[4], const __m512i (&sc)[2],
+                                                 __m256i off16, __m512 dw, const TileX& x,
+                                                 int64_t b, int j, __m512 (&acc)[MR][NR]) {
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    const BlockQ8_K& a = x.xq[i * x.nb + b];
+    __m512i s = _mm512_zextsi256_si512(_mm256_madd_epi16(off16, Load256(a.bsums)));
+    TG_UNROLL
+    for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
+    acc[i][j] =
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[i][j]);
+  }
+}
+
 template <int MR, int NR, bool kPrefetch>
 inline void Q6KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* y, int64_t ldy) {
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
@@ -377,16 +394,7 @@ inline void Q6KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
           wq[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
                                           _mm512_and_si512(hz, m30));
         }
-        const __m512 dw = _mm512_set1_ps(half::F16ToF32(blk.d));
-        TG_UNROLL
-        for (int i = 0; i < MR; ++i) {
-          const BlockQ8_K& a = x.xq[i * x.nb + b];
-          __m512i s = _mm512_zextsi256_si512(_mm256_madd_epi16(off16, Load256(a.bsums)));
-          TG_UNROLL
-          for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
-          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
-                                      acc[i][j]);
-        }
+        AddOffsetRows(wq, sc, off16, _mm512_set1_ps(half::F16ToF32(blk.d)), x, b, j, acc);
       });
 }
 
@@ -450,16 +458,7 @@ inline void Q3KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
           wq[k] = _mm512_mask_add_epi8(wq[k], _mm512_test_epi8_mask(hm, select), wq[k],
                                        _mm512_set1_epi8(4));
         }
-        const __m512 dw = _mm512_set1_ps(half::F16ToF32(blk.d));
-        TG_UNROLL
-        for (int i = 0; i < MR; ++i) {
-          const BlockQ8_K& a = x.xq[i * x.nb + b];
-          __m512i s = _mm512_zextsi256_si512(_mm256_madd_epi16(off16, Load256(a.bsums)));
-          TG_UNROLL
-          for (int p = 0; p < 2; ++p) s = PackedDot(s, wq + 2 * p, a.qs + 128 * p, sc[p]);
-          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)),
-                                      acc[i][j]);
-        }
+        AddOffsetRows(wq, sc, off16, _mm512_set1_ps(half::F16ToF32(blk.d)), x, b, j, acc);
       });
 }
 
