@@ -251,31 +251,24 @@ void Rows(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t
   const int64_t nb = w.in / kQkK;
   for (int64_t r = r0; r < r1; ++r) {
     const Block* row = reinterpret_cast<const Block*>(w.row(r));
+    // Activation rows [i, i + MR): the row's first group prefetches its weights.
+    auto tile = [&]<int MR>(int64_t i0) {
+      const BlockQ8_K* xi = xq + i0 * nb;
+      float* yi = y + i0 * ldy + r;
+      i0 == 0 ? Tile<Block, MR, true>(row, nb, xi, yi, ldy)
+              : Tile<Block, MR, false>(row, nb, xi, yi, ldy);
+    };
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      float* yi = y + i * ldy + r;
-      if (i == 0) {
-        Tile<Block, 4, true>(row, nb, xq, yi, ldy);
-      } else {
-        Tile<Block, 4, false>(row, nb, xq + i * nb, yi, ldy);
-      }
-    }
-    const BlockQ8_K* xi = xq + i * nb;
-    float* yi = y + i * ldy + r;
-    // The rest: 1-3 rows, the row's first group when n < 4 (then it prefetches).
-    const bool first = i == 0;
+    for (; i + 4 <= n; i += 4) tile.template operator()<4>(i);
     switch (n - i) {
       case 3:
-        first ? Tile<Block, 3, true>(row, nb, xi, yi, ldy)
-              : Tile<Block, 3, false>(row, nb, xi, yi, ldy);
+        tile.template operator()<3>(i);
         break;
       case 2:
-        first ? Tile<Block, 2, true>(row, nb, xi, yi, ldy)
-              : Tile<Block, 2, false>(row, nb, xi, yi, ldy);
+        tile.template operator()<2>(i);
         break;
       case 1:
-        first ? Tile<Block, 1, true>(row, nb, xi, yi, ldy)
-              : Tile<Block, 1, false>(row, nb, xi, yi, ldy);
+        tile.template operator()<1>(i);
         break;
       default:
         break;
