@@ -313,6 +313,14 @@ void Generation::ConsumeBeams(const float* logits) {
   const int n = static_cast<int>(seqs_.size());
   rows_.resize(static_cast<size_t>(n) * n_vocab_);
   const bool penalty = options_.sampling.repetition_penalty != 1.0f;
+  // Each beam's context for the penalty, here: running_ids materialises lazily and is not safe
+  // to call concurrently.
+  std::vector<std::vector<int32_t>> contexts(penalty ? n : 0);
+  for (size_t i = 0; i < contexts.size(); ++i) {
+    contexts[i] = prompt_;
+    const auto& ids = beam_->running_ids(static_cast<int>(i));
+    contexts[i].insert(contexts[i].end(), ids.begin(), ids.end());
+  }
   if (penalty) beam_processed_.resize(static_cast<size_t>(n) * n_vocab_);
   // Each beam's row on its own, across the compute threads: the log-softmax of 4 vocabulary
   // rows was the largest part of a beam step left on one thread (the other spun meanwhile).
@@ -322,10 +330,7 @@ void Generation::ConsumeBeams(const float* logits) {
     if (penalty) {
       float* p = &beam_processed_[off];
       std::memcpy(p, row, n_vocab_ * sizeof(float));
-      std::vector<int32_t> ctx(prompt_);
-      const auto& ids = beam_->running_ids(static_cast<int>(i));
-      ctx.insert(ctx.end(), ids.begin(), ids.end());
-      ApplyRepetitionPenalty(options_.sampling.repetition_penalty, ctx,
+      ApplyRepetitionPenalty(options_.sampling.repetition_penalty, contexts[i],
                              absl::MakeSpan(p, n_vocab_));
       row = p;
     }

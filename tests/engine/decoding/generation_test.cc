@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "engine/ops/threading.h"
 #include "tests/engine/decoding/generation_test_util.h"
 #include "tests/test_util.h"
 
@@ -429,6 +430,29 @@ TEST_CASE("context policy: error names the numbers, stop_at_context_limit finish
   REQUIRE(full.ok());
   CHECK(full->finish_reason == FinishReason::kContextFull);
   CHECK(full->stats.prompt_tokens + full->stats.generated_tokens == 513);
+}
+
+// The beams' log-softmax and penalty run across the compute threads (Generation::ConsumeBeams):
+// the result must not depend on the thread count, and the penalty must still apply.
+TEST_CASE("beam search with a repetition penalty gives the same beams on 1 and 2 threads",
+          "[generation][beam]") {
+  Fixture f("stories260K.gguf");
+  DecodingOptions o = Beam(4, 1.0f, EarlyStopping::kHeuristic, 40);
+  o.ignore_eos = true;
+  const int threads = ops::NumThreads();
+  auto run = [&](float penalty, int n_threads) {
+    ops::SetNumThreads(n_threads);
+    o.sampling.repetition_penalty = penalty;
+    auto r = f.Run("Once upon a time", o);
+    ops::SetNumThreads(threads);
+    REQUIRE(r.ok());
+    std::vector<std::vector<int32_t>> ids;
+    for (const Hypothesis& h : r->hypotheses) ids.push_back(h.ids);
+    return ids;
+  };
+  const auto one = run(1.5f, 1);
+  CHECK(run(1.5f, 2) == one);
+  CHECK(run(1.0f, 2) != one);
 }
 
 TEST_CASE("a cancelled generation stops at the next step and frees its blocks", "[generation]") {
