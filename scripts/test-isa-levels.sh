@@ -3,13 +3,16 @@
 # made (build/): one binary holds the kernels of every level (engine/ops/kernel_select.h), and
 # TEXTGEN_MAX_ISA caps the level it runs, so one machine tests the AVX2 paths an AVX2-only host
 # runs, the AVX-512 ones without VNNI, and so on. The main ctest run covered the best level.
-# Also checks that no AVX-512/AMX instruction sits outside the avx512*/amx kernel levels.
+# Also checks that no AVX-512/AMX instruction sits outside the avx512*/amx kernel levels, and
+# that the weight kernels' prefetches are in the binary.
 # Tests read models from $TEXTGEN_MODELS (default: ../shared/models beside the checkout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TEXTGEN_MODELS="${TEXTGEN_MODELS:-$(cd .. && pwd)/shared/models}"
 bash scripts/check-isa-levels.sh build/bin/textgen-server build/bin/textgen-run \
   build/bin/engine_ops_tests
+# And that the weight kernels' software prefetches were not compiled away (they were once).
+bash scripts/check-prefetch.sh build/bin/textgen-server
 
 # The levels this CPU has, lowest first (the names TEXTGEN_MAX_ISA takes).
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
