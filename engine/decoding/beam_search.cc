@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "engine/ops/threading.h"
 
 namespace textgen {
 namespace {
@@ -211,16 +210,11 @@ std::vector<BeamChoice> BeamSearch::Step(absl::Span<const double* const> rows, i
 
   // Rule 2: top 2B over live beams × vocabulary — the top 2B of the union lie within each
   // row's own top 2B, so a bounded per-row selection and a small merge suffice.
-  // Each row on its own (across the compute threads: a scan of the whole vocabulary per beam),
-  // then concatenated in beam order, so the result does not depend on the threads.
-  std::vector<std::vector<Candidate>> per_row(rows.size());
-  ops::ParallelForEach(static_cast<int64_t>(rows.size()), ops::NumThreads(), [&](int64_t b) {
-    per_row[b].reserve(static_cast<size_t>(k));
-    SelectRow(rows[b], vocab, static_cast<int32_t>(b), running_[b].cum, k, &per_row[b]);
-  });
   std::vector<Candidate> cands;
   cands.reserve(static_cast<size_t>(k) * rows.size());
-  for (const std::vector<Candidate>& r : per_row) cands.insert(cands.end(), r.begin(), r.end());
+  for (size_t b = 0; b < rows.size(); ++b) {
+    SelectRow(rows[b], vocab, static_cast<int32_t>(b), running_[b].cum, k, &cands);
+  }
   const size_t top = std::min(cands.size(), static_cast<size_t>(2 * beams));
   std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(top), cands.end(),
                     Better);
