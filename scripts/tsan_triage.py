@@ -11,9 +11,13 @@ A report is gRPC-internal, and only then tolerated, when all of this holds:
   - in every access stack the accessing frame (the innermost one outside TSan's runtime) is not
     ours: our code may be further out, as the caller of a gRPC API (e.g. ClientReader::Finish
     copying the status message a gRPC thread wrote), never the one touching the memory;
-  - the memory is not ours: when the report says where it was allocated, no frame of ours is in
-    that stack; and when our frames are in an access, it must be a heap block the report traces
-    to library code (stack or global memory is then never tolerated).
+  - the memory is not ours: when the report says where it was allocated, the allocating code is
+    not ours (the innermost frame past TSan's runtime, the C++ standard library's headers and
+    Abseil, which allocate for whoever calls them): our code may again be further out, as the
+    caller of a gRPC API that allocates (e.g. ServerWriteReactor::Finish copying the status
+    message that gRPC's core reads on its own thread); and when our frames are in an access, it
+    must be a heap block the report traces to library code (stack or global memory is then never
+    tolerated).
 Why this exists: gRPC's callback API is partly headers compiled into our binaries (instrumented)
 and partly libgrpc (Debian's, not instrumented). The lock-free handoffs of the library order the
 header code's accesses, and TSan sees none of them: it reports races between two pieces of gRPC's
@@ -38,6 +42,12 @@ FRAME_FILE = re.compile(r"\s(\S+?):\d+(?::\d+)?\s\([^()]*\)$")
 def in_tsan_runtime(frame):
     """Frames of TSan itself (interceptors such as memcpy, operator new/delete)."""
     return "/libsanitizer/" in frame or "(libtsan.so" in frame
+
+
+def generic_allocator(frame):
+    """Frames that allocate on behalf of their caller: std:: headers, libstdc++, Abseil."""
+    return ("/usr/include/c++/" in frame or "(libstdc++.so" in frame
+            or "(libabsl_" in frame)
 
 
 def split_reports(text):
@@ -77,6 +87,15 @@ class Triage:
         path = os.path.normpath(os.path.join(self.build_dir, m.group(1)))
         return path.startswith(self.repo_root)
 
+    def allocated_by_us(self, frames):
+        """Whether the allocation stack's deciding frame is ours: the innermost one that is not
+        TSan's runtime or a generic allocator; with none such, any frame of ours decides."""
+        deciding = next((f for f in frames
+                         if not in_tsan_runtime(f) and not generic_allocator(f)), None)
+        if deciding is None:
+            return any(self.is_ours(f) for f in frames)
+        return self.is_ours(deciding)
+
     def grpc_internal(self, report):
         if not report[0].startswith("WARNING: ThreadSanitizer: data race ("):
             return False
@@ -93,7 +112,7 @@ class Triage:
                 elif restored:
                     library_only = True
             elif header.startswith("  Location is"):
-                if any(self.is_ours(f) for f in frames):
+                if self.allocated_by_us(frames):
                     return False
                 heap_location = header.startswith("  Location is heap block") and bool(restored)
         return library_only and (heap_location or not our_callers)

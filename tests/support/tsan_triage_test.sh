@@ -21,6 +21,9 @@ expect 1 0 library_caller_our_accessor.txt  # the same, but our frame touches th
 expect 1 0 library_caller_stack_memory.txt  # the same, but on stack memory
 expect 1 0 ours_spdlog_at_exit.txt       # one access in server/textgen_server.cc
 expect 1 0 grpc_frames_our_memory.txt    # gRPC frames, but on a block our code allocated
+expect 0 1 grpc_status_message_alloc.txt  # gRPC's Finish (called by us) allocated what its core read
+expect 1 0 ours_string_alloc.txt         # the same block, but a std::string of our code's
+expect 1 0 ours_absl_alloc.txt           # the same block, but our code's absl::StrCat allocated it
 expect 1 0 grpc_frames_use_after_free.txt  # only data races are ever tolerated
 expect 1 1 mixed_one_file.txt            # one of each in one log: the run fails
 # No report files at all (a clean run) is a pass.
