@@ -15,7 +15,7 @@
 #include "catch2/catch.hpp"
 
 namespace textgen::cli {
-namespace {
+namespace flags_test {
 
 template <typename T>
 std::string Check(const ValueParser<T>& parse, const std::string& value, T* out = nullptr) {
@@ -239,5 +239,5 @@ TEST_CASE("--help prints the generated help and exits 0, even beside a bad value
   }
 }
 
-}  // namespace
+}  // namespace flags_test
 }  // namespace textgen::cli

@@ -13,7 +13,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace textgen_client_test {
 
 using RunResult = testing::CommandResult;
 using testing::ShellQuote;
@@ -280,5 +280,5 @@ TEST_CASE("textgen-client load reports throughput and latency", "[cli][server]")
   }
 }
 
-}  // namespace
+}  // namespace textgen_client_test
 }  // namespace textgen

@@ -8,7 +8,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace textgen_run_render_test {
 
 using nlohmann::ordered_json;
 using testing::ShellQuote;
@@ -112,5 +112,5 @@ TEST_CASE("textgen-run --render refuses bad arguments and files with exit 2", "[
   CHECK(ok.out == "1");
 }
 
-}  // namespace
+}  // namespace textgen_run_render_test
 }  // namespace textgen

@@ -8,7 +8,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace textgen_run_test {
 
 using RunResult = testing::CommandResult;
 using testing::ShellQuote;
@@ -194,5 +194,5 @@ TEST_CASE("textgen-run rejects bad decoding parameters naming them", "[cli]") {
   }
 }
 
-}  // namespace
+}  // namespace textgen_run_test
 }  // namespace textgen

@@ -15,7 +15,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace textgen_synth_model_test {
 
 using testing::RunCommand;
 using testing::ShellQuote;
@@ -318,5 +318,5 @@ TEST_CASE("textgen-synth-model names the bad flag and exits 2", "[cli]") {
   CHECK(Synth("--help").exit_code == 0);
 }
 
-}  // namespace
+}  // namespace textgen_synth_model_test
 }  // namespace textgen

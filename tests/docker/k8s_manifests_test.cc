@@ -11,7 +11,7 @@
 #include "tests/test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace k8s_manifests_test {
 
 using nlohmann::json;
 
@@ -173,5 +173,5 @@ TEST_CASE("the k8s manifests agree with each other and the server", "[docker][k8
   CHECK(backend.at("port").at("name") == "grpc");
 }
 
-}  // namespace
+}  // namespace k8s_manifests_test
 }  // namespace textgen::testing

@@ -17,7 +17,7 @@
 #include "tests/support/server_process.h"
 
 namespace textgen::testing {
-namespace {
+namespace nginx_affinity_test {
 
 namespace v1 = ::textgen::v1;
 using client::kSessionMetadataKey;
@@ -205,5 +205,5 @@ TEST_CASE("nginx keeps each session on its replica and spreads sessionless calls
   }
 }
 
-}  // namespace
+}  // namespace nginx_affinity_test
 }  // namespace textgen::testing

@@ -5,7 +5,7 @@
 #include <string>
 
 namespace textgen::server {
-namespace {
+namespace api_keys_test {
 
 constexpr char kFile[] =
     "# comment\n"
@@ -50,5 +50,5 @@ TEST_CASE("a keys file with short, repeated or no keys is refused without showin
   }
 }
 
-}  // namespace
+}  // namespace api_keys_test
 }  // namespace textgen::server

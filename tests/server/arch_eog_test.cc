@@ -18,7 +18,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace arch_eog_test {
 
 struct Family {
   std::string model;     // arch/<model>.gguf, reference arch/<model>.greedy.json
@@ -100,5 +100,5 @@ TEST_CASE("every architecture family streams through the server and stops at its
   }
 }
 
-}  // namespace
+}  // namespace arch_eog_test
 }  // namespace textgen::testing

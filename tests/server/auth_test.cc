@@ -10,7 +10,7 @@
 #include "tests/server/tls_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace auth_test {
 
 CallMetadata Bearer(const std::string& key) { return {{"authorization", "Bearer " + key}}; }
 
@@ -225,5 +225,5 @@ TEST_CASE("an unusable --api-keys-file stops the start naming it", "[server][aut
   }
 }
 
-}  // namespace
+}  // namespace auth_test
 }  // namespace textgen::testing

@@ -5,7 +5,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace cancel_test {
 
 // Free blocks once nothing runs (other tests' cancelled requests may still be winding down).
 uint32_t IdleFreeBlocks(v1::TextGeneration::Stub& stub) {
@@ -69,5 +69,5 @@ TEST_CASE("many cancelled streams leave nothing behind", "[server][cancel]") {
   CHECK(WaitForFreeBlocks(*stub, idle) == idle);
 }
 
-}  // namespace
+}  // namespace cancel_test
 }  // namespace textgen::testing

@@ -11,7 +11,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace chat_test {
 
 // A real model's template (ChatML), from ../shared/chat-templates.
 std::string QwenTemplate() {
@@ -250,5 +250,5 @@ TEST_CASE("an unusable --chat-template file stops the server at load", "[server]
   CHECK_THAT(broken.out, Catch::Contains("--chat-template"));
 }
 
-}  // namespace
+}  // namespace chat_test
 }  // namespace textgen::testing

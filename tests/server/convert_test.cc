@@ -7,7 +7,7 @@
 #include "server/status_convert.h"
 
 namespace textgen::server {
-namespace {
+namespace convert_test {
 
 TEST_CASE("proto defaults become the engine's explicit values", "[server][convert]") {
   v1::GenerateRequest req;
@@ -285,5 +285,5 @@ TEST_CASE("strings sent to clients are valid UTF-8", "[server][convert]") {
   CHECK(ValidUtf8("\xff") == "\xef\xbf\xbd");
 }
 
-}  // namespace
+}  // namespace convert_test
 }  // namespace textgen::server

@@ -6,7 +6,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace errors_test {
 
 struct BadCase {
   std::string name;
@@ -172,5 +172,5 @@ TEST_CASE("a full queue gives RESOURCE_EXHAUSTED", "[server][errors]") {
   CHECK(server.Stop() == 0);
 }
 
-}  // namespace
+}  // namespace errors_test
 }  // namespace textgen::testing

@@ -10,7 +10,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace generate_test {
 
 v1::GenerateRequest GreedyIds(const ReferenceCase& c, int n_predict) {
   v1::GenerateRequest req;
@@ -232,5 +232,5 @@ TEST_CASE("a defaulted max_new_tokens stops at the context limit", "[server][gen
   CHECK(r.last.usage().generated_tokens() <= 11);
 }
 
-}  // namespace
+}  // namespace generate_test
 }  // namespace textgen::testing

@@ -13,7 +13,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace hostile_input_test {
 
 const std::string kBadUtf8 = "Once \xff\xfe upon";
 
@@ -202,5 +202,5 @@ TEST_CASE("a listen address with a port out of range exits 2 naming the flag",
   CHECK_THAT(env.out, Catch::Contains("TEXTGEN_LISTEN must be HOST:PORT"));
 }
 
-}  // namespace
+}  // namespace hostile_input_test
 }  // namespace textgen::testing

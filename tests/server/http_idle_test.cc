@@ -20,7 +20,7 @@
 #include "tests/server/tls_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace http_idle_test {
 
 using Clock = std::chrono::steady_clock;
 
@@ -320,5 +320,5 @@ TEST_CASE("silent and half-handshake TLS connections cannot starve the HTTPS lis
   NoFdLeak(pid, fds_before);
 }
 
-}  // namespace
+}  // namespace http_idle_test
 }  // namespace textgen::testing

@@ -12,7 +12,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace lifecycle_test {
 
 TEST_CASE("health reports SERVING for the server and the service", "[server][lifecycle]") {
   ServerProcess& server = SharedServer();
@@ -400,5 +400,5 @@ TEST_CASE("health is NOT_SERVING and RPCs UNAVAILABLE while the model loads",
   CHECK(server.Stop() == 0);
 }
 
-}  // namespace
+}  // namespace lifecycle_test
 }  // namespace textgen::testing

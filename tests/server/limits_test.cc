@@ -15,7 +15,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace limits_test {
 
 std::string ChatTemplatePath() {
   return ChatTemplatesDir() + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja";
@@ -158,5 +158,5 @@ TEST_CASE("clients sending megabyte texts do not stall health checks and small r
   CHECK(worst_small < 2.0);
 }
 
-}  // namespace
+}  // namespace limits_test
 }  // namespace textgen::testing

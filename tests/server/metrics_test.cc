@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace textgen::server {
-namespace {
+namespace metrics_test {
 
 TEST_CASE("counters render with HELP, TYPE and escaped labels", "[server][metrics]") {
   MetricsRegistry r;
@@ -119,5 +119,5 @@ TEST_CASE("counters and histograms add up under concurrent updates", "[server][m
   CHECK(ExponentialBuckets(0.5, 2, 3) == std::vector<double>{0.5, 1, 2});
 }
 
-}  // namespace
+}  // namespace metrics_test
 }  // namespace textgen::server

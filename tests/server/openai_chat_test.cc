@@ -9,7 +9,7 @@
 #include "tests/server/openai_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace openai_chat_test {
 
 std::string ChatTemplates() { return ModelsDir() + "/../chat-templates"; }
 
@@ -189,5 +189,5 @@ TEST_CASE("a --chat-template that cannot be read or parsed fails the start",
   }
 }
 
-}  // namespace
+}  // namespace openai_chat_test
 }  // namespace textgen::testing

@@ -11,7 +11,7 @@
 #include "tests/support/metrics_scrape.h"
 
 namespace textgen::testing {
-namespace {
+namespace openai_completions_test {
 
 constexpr char kPrompt[] = "Once upon a time";
 
@@ -326,5 +326,5 @@ TEST_CASE("HTTP requests are counted in textgen_requests_total by route", "[serv
   CHECK(e.Get("textgen_time_to_first_token_seconds_count") >= 2);
 }
 
-}  // namespace
+}  // namespace openai_completions_test
 }  // namespace textgen::testing

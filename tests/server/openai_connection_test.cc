@@ -14,7 +14,7 @@
 #include "tests/support/metrics_scrape.h"
 
 namespace textgen::testing {
-namespace {
+namespace openai_connection_test {
 
 using Clock = std::chrono::steady_clock;
 
@@ -179,5 +179,5 @@ TEST_CASE("the HTTP API is 503 while the model loads", "[server][openai]") {
   CHECK(Get(http_port, "/").status == 200);  // the page loads, and waits for the model
 }
 
-}  // namespace
+}  // namespace openai_connection_test
 }  // namespace textgen::testing

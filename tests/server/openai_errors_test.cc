@@ -7,7 +7,7 @@
 #include "tests/server/openai_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace openai_errors_test {
 
 struct ErrorCase {
   std::string path;
@@ -220,5 +220,5 @@ TEST_CASE("unknown routes, methods and oversized bodies get JSON errors",
   ErrorOf(r);
 }
 
-}  // namespace
+}  // namespace openai_errors_test
 }  // namespace textgen::testing

@@ -10,7 +10,7 @@
 #include "tests/support/metrics_scrape.h"
 
 namespace textgen::testing {
-namespace {
+namespace prefix_cache_test {
 
 // A few hundred tokens of stories260K's vocabulary: many whole 16-token blocks.
 std::string LongPrompt() {
@@ -133,5 +133,5 @@ TEST_CASE("the KV pool is committed at start with the prefix cache, lazily witho
   CHECK_THAT(bad.out, Catch::Contains("--kv-prefault must be auto, on or off, got \"yes\""));
 }
 
-}  // namespace
+}  // namespace prefix_cache_test
 }  // namespace textgen::testing

@@ -10,7 +10,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace python_client_test {
 
 v1::ChatMessage Message(const std::string& role, const std::string& content) {
   v1::ChatMessage m;
@@ -73,5 +73,5 @@ TEST_CASE("the Python example chats over a session with Debian's packages", "[se
   CHECK_THAT(lines[1], !Catch::Contains("(0 cached)"));
 }
 
-}  // namespace
+}  // namespace python_client_test
 }  // namespace textgen::testing

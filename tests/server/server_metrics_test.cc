@@ -14,7 +14,7 @@
 #include "tests/support/metrics_scrape.h"
 
 namespace textgen::testing {
-namespace {
+namespace server_metrics_test {
 
 // Buckets cumulative, +Inf equal to _count; returns _count.
 double CheckHistogram(const Exposition& e, const std::string& name) {
@@ -176,5 +176,5 @@ TEST_CASE("a metrics address already taken fails the start", "[server][metrics]"
   CHECK_THAT(r.out, Catch::Contains("for metrics"));
 }
 
-}  // namespace
+}  // namespace server_metrics_test
 }  // namespace textgen::testing

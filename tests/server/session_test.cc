@@ -5,7 +5,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace session_test {
 
 std::string CreateSession(v1::TextGeneration::Stub& stub, const std::string& requested,
                           grpc::Status* status) {
@@ -138,5 +138,5 @@ TEST_CASE("client-chosen session ids", "[server][session]") {
   CHECK(DeleteSession(*stub, chosen).ok());
 }
 
-}  // namespace
+}  // namespace session_test
 }  // namespace textgen::testing

@@ -11,7 +11,7 @@
 #include "tests/server/tls_test_util.h"
 
 namespace textgen::testing {
-namespace {
+namespace tls_test {
 
 grpc::Status ModelInfo(const std::shared_ptr<grpc::Channel>& channel) {
   auto stub = v1::TextGeneration::NewStub(channel);
@@ -157,5 +157,5 @@ TEST_CASE("a listener other hosts can reach without TLS or keys is warned about"
   CHECK_THAT(closed->process->Log(), !Catch::Contains("reachable from other hosts"));
 }
 
-}  // namespace
+}  // namespace tls_test
 }  // namespace textgen::testing

@@ -28,7 +28,7 @@
 #include "tests/support/metrics_scrape.h"
 
 namespace textgen::testing {
-namespace {
+namespace soak_test {
 
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
@@ -511,5 +511,5 @@ TEST_CASE("soak: 64 mixed streams end with the KV pool idle and the RSS flat", "
   CHECK(soak.server->Stop() == 0);
 }
 
-}  // namespace
+}  // namespace soak_test
 }  // namespace textgen::testing

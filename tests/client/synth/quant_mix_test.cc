@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace textgen {
-namespace {
+namespace quant_mix_test {
 
 const QuantMixModel kStories110M{.n_layer = 12, .n_head = 12, .n_head_kv = 12, .tied = false};
 const QuantMixModel kLlama32_1B{.n_layer = 16, .n_head = 32, .n_head_kv = 8, .tied = true};
@@ -162,5 +162,5 @@ TEST_CASE("float file types keep every matrix in their type", "[synth]") {
   CHECK(ChooseTensorType(q8, kLlama32_1B, "token_embd.weight", 2048) == DType::kQ8_0);
 }
 
-}  // namespace
+}  // namespace quant_mix_test
 }  // namespace textgen

@@ -16,7 +16,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace quantized_arch_test {
 
 using testing::RunCommand;
 using testing::ShellQuote;
@@ -89,5 +89,5 @@ TEST_CASE("quantized models of every architecture compute what their dequantized
   }
 }
 
-}  // namespace
+}  // namespace quantized_arch_test
 }  // namespace textgen

@@ -11,7 +11,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace synth_layout_test {
 
 TEST_CASE("every named synth shape is valid for every type and names its vocab", "[synth]") {
   std::set<std::string> names, archs;
@@ -65,5 +65,5 @@ TEST_CASE("ValidateSynthShape names the flag at fault", "[synth]") {
              Catch::StartsWith("--heads"));
 }
 
-}  // namespace
+}  // namespace synth_layout_test
 }  // namespace textgen

@@ -12,7 +12,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace chat_template_reference_test {
 
 using nlohmann::ordered_json;
 
@@ -95,5 +95,5 @@ TEST_CASE("chat templates render what Python jinja2 renders, byte for byte") {
   CHECK(n_failures == 0);
 }
 
-}  // namespace
+}  // namespace chat_template_reference_test
 }  // namespace textgen

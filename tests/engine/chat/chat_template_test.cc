@@ -16,7 +16,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace chat_template_test {
 
 using nlohmann::ordered_json;
 
@@ -284,5 +284,5 @@ TEST_CASE("one template renders on several threads at once") {
   CHECK(copy.source() == t->source());
 }
 
-}  // namespace
+}  // namespace chat_template_test
 }  // namespace textgen

@@ -14,7 +14,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace model_chat_template_test {
 
 using nlohmann::ordered_json;
 
@@ -164,5 +164,5 @@ TEST_CASE("tokenizer_config.json chat_template lists use the default entry") {
   CHECK(LoadModelChatTemplate(dir, **tok).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace model_chat_template_test
 }  // namespace textgen

@@ -7,7 +7,7 @@
 #include "tests/engine/decoding/beam_search_test_util.h"
 
 namespace textgen {
-namespace {
+namespace beam_search_random_test {
 
 using namespace beam_testing;  // NOLINT: test vocabulary
 
@@ -487,5 +487,5 @@ TEST_CASE("beam_search: certain prefix on long runs matches a naive LCP", "[beam
   }
 }
 
-}  // namespace
+}  // namespace beam_search_random_test
 }  // namespace textgen

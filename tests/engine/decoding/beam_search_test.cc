@@ -8,7 +8,7 @@
 #include "tests/engine/decoding/beam_search_test_util.h"
 
 namespace textgen {
-namespace {
+namespace beam_search_test {
 
 using namespace beam_testing;  // NOLINT: test vocabulary
 
@@ -370,5 +370,5 @@ TEST_CASE("beam_search: tiny vocabularies run out of beams", "[beam]") {
   }
 }
 
-}  // namespace
+}  // namespace beam_search_test
 }  // namespace textgen

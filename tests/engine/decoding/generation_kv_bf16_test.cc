@@ -15,7 +15,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace generation_kv_bf16_test {
 
 std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, KvType type, int num_blocks) {
   auto cache = KvCache::Create({.n_layers = c.n_layers,
@@ -182,5 +182,5 @@ TEST_CASE("a context shift re-rotates BF16 cached keys to their new positions",
   cache->Free(fresh);
 }
 
-}  // namespace
+}  // namespace generation_kv_bf16_test
 }  // namespace textgen

@@ -14,7 +14,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace generation_parity_test {
 
 struct ParityCase {
   std::string model;      // file or directory under $TEXTGEN_MODELS
@@ -148,11 +148,11 @@ TEST_CASE("generation rejects a prompt that does not fit the context", "[generat
   CHECK(cache->num_free_blocks() == cache->num_total_blocks());
 }
 
-}  // namespace
+}  // namespace generation_parity_test
 }  // namespace textgen
 
 namespace textgen {
-namespace {
+namespace generation_parity_test {
 
 // Fast mode on the quant zoo, teacher-forced: each case's prompt plus llama.cpp's generated ids
 // (quant-zoo.greedy.json, llama.cpp's own quantized arithmetic) in one Forward with every
@@ -184,5 +184,5 @@ TEST_CASE("quant zoo with BF16 compute follows llama.cpp's quantized run", "[par
   CHECK(argmax_equal >= tokens * 93 / 100);
 }
 
-}  // namespace
+}  // namespace generation_parity_test
 }  // namespace textgen

@@ -13,7 +13,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace generation_prefill_test {
 
 struct Fixture : testing::ModelWithCache {
   using ModelWithCache::ModelWithCache;
@@ -292,5 +292,5 @@ TEST_CASE("Generate rejects a budget below one token", "[generation][prefill]") 
   CHECK_THAT(std::string(r.status().message()), Catch::Contains("max_step_tokens"));
 }
 
-}  // namespace
+}  // namespace generation_prefill_test
 }  // namespace textgen

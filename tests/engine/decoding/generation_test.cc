@@ -12,7 +12,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace generation_test {
 
 struct Fixture : testing::ModelWithCache {
   using ModelWithCache::ModelWithCache;
@@ -524,5 +524,5 @@ TEST_CASE("bad decoding options are rejected naming the parameter", "[generation
   CHECK(f.cache->num_free_blocks() == f.cache->num_total_blocks());
 }
 
-}  // namespace
+}  // namespace generation_test
 }  // namespace textgen

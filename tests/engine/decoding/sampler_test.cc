@@ -10,7 +10,7 @@
 #include <vector>
 
 namespace textgen {
-namespace {
+namespace sampler_test {
 
 std::vector<float> LogitsOf(const std::vector<double>& probs) {
   std::vector<float> l;
@@ -436,5 +436,5 @@ TEST_CASE("Sampler: draws fit the filtered distribution (chi-square)", "[sampler
   }
 }
 
-}  // namespace
+}  // namespace sampler_test
 }  // namespace textgen

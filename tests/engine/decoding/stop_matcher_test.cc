@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace textgen {
-namespace {
+namespace stop_matcher_test {
 
 TEST_CASE("StopMatcher: a stop inside one push", "[stop_matcher]") {
   StopMatcher m({"END"});
@@ -197,5 +197,5 @@ TEST_CASE("StopMatcher: ValidateStops names the field", "[stop_matcher]") {
   }
 }
 
-}  // namespace
+}  // namespace stop_matcher_test
 }  // namespace textgen

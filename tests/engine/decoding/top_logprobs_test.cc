@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace textgen {
-namespace {
+namespace top_logprobs_test {
 
 std::vector<int32_t> Ids(const std::vector<TokenLogprob>& t) {
   std::vector<int32_t> ids;
@@ -59,5 +59,5 @@ TEST_CASE("TopLogprobs: a 32000 vocabulary against a sort", "[top_logprobs]") {
   }
 }
 
-}  // namespace
+}  // namespace top_logprobs_test
 }  // namespace textgen

@@ -14,7 +14,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace dequantize_test {
 
 constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
                               DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
@@ -87,5 +87,5 @@ TEST_CASE("block sizes, bytes and ggml ids of every format", "[dequantize]") {
   CHECK(absl::IsUnimplemented(DTypeFromGgmlType(15).status()));  // Q8_K: activations only
 }
 
-}  // namespace
+}  // namespace dequantize_test
 }  // namespace textgen

@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace textgen {
-namespace {
+namespace dtype_test {
 
 uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
 float FromBits(uint32_t u) { return std::bit_cast<float>(u); }
@@ -189,5 +189,5 @@ TEST_CASE("Q8_0 dequantization", "[dtype]") {
   for (int i = 34; i < 64; ++i) CHECK(out[i] == 0.0f);
 }
 
-}  // namespace
+}  // namespace dtype_test
 }  // namespace textgen

@@ -11,7 +11,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace gguf_file_test {
 
 using ::textgen::testing::ModelPath;
 
@@ -183,5 +183,5 @@ TEST_CASE("tinystories-656k-hf safetensors tensors", "[safetensors][models]") {
   CHECK(std::memcmp(ffn_down->data, down->data, down->num_bytes) == 0);
 }
 
-}  // namespace
+}  // namespace gguf_file_test
 }  // namespace textgen

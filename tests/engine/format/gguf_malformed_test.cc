@@ -11,7 +11,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace gguf_malformed_test {
 
 using ::textgen::testing::ScratchDir;
 using ::textgen::testing::WriteFile;
@@ -316,5 +316,5 @@ TEST_CASE("random corruption never crashes", "[gguf][malformed]") {
   CHECK(failures > 0);
 }
 
-}  // namespace
+}  // namespace gguf_malformed_test
 }  // namespace textgen

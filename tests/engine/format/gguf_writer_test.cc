@@ -11,7 +11,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace gguf_writer_test {
 
 using ::textgen::testing::ReadFile;
 using ::textgen::testing::ScratchDir;
@@ -263,5 +263,5 @@ TEST_CASE("GgufWriter rejects bad input", "[gguf][writer]") {
   }
 }
 
-}  // namespace
+}  // namespace gguf_writer_test
 }  // namespace textgen

@@ -17,7 +17,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace quantize_rows_test {
 
 const DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
                         DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
@@ -154,5 +154,5 @@ TEST_CASE("NearestInt and BestIndexInt8 behave as ggml's helpers", "[quantize]")
   CHECK(BestIndexInt8(4, v, 100.0f) == 3);
 }
 
-}  // namespace
+}  // namespace quantize_rows_test
 }  // namespace textgen

@@ -13,7 +13,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace quantize_test {
 
 struct Q8Block {
   uint16_t d;
@@ -226,5 +226,5 @@ TEST_CASE("FromF32 rejects bad sizes", "[quantize]") {
   CHECK(FromF32(DType::kQ8_0, {}, {}).ok());  // an empty row is zero blocks
 }
 
-}  // namespace
+}  // namespace quantize_test
 }  // namespace textgen

@@ -11,7 +11,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace safetensors_file_test {
 
 using ::textgen::testing::ScratchDir;
 using ::textgen::testing::WriteFile;
@@ -202,5 +202,5 @@ TEST_CASE("safetensors truncation and corruption never crash", "[safetensors]") 
   }
 }
 
-}  // namespace
+}  // namespace safetensors_file_test
 }  // namespace textgen

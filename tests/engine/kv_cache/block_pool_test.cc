@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace textgen {
-namespace {
+namespace block_pool_test {
 
 // 2 layers, 2 KV heads, 4 tokens, 3 dims: 96 floats = 384 bytes per block (already aligned).
 KvCacheOptions SmallOptions(int num_blocks = 4) {
@@ -308,5 +308,5 @@ TEST_CASE("BlockPool: Prefault commits every page, still zeroed", "[kv_cache]") 
   CHECK(pool->Key(b, 0, 0)[0] == 1.5f);
 }
 
-}  // namespace
+}  // namespace block_pool_test
 }  // namespace textgen

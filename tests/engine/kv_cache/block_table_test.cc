@@ -5,7 +5,7 @@
 #include <utility>
 
 namespace textgen {
-namespace {
+namespace block_table_test {
 
 static_assert(!std::is_copy_constructible_v<BlockTable>, "a copy would duplicate references");
 static_assert(std::is_nothrow_move_constructible_v<BlockTable>);
@@ -39,5 +39,5 @@ TEST_CASE("BlockTable: moved-from table is empty", "[kv_cache]") {
   CHECK(c.num_tokens == 5);
 }
 
-}  // namespace
+}  // namespace block_table_test
 }  // namespace textgen

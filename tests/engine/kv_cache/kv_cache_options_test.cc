@@ -6,7 +6,7 @@
 #include <limits>
 
 namespace textgen {
-namespace {
+namespace kv_cache_options_test {
 
 TEST_CASE("KvCacheOptions: sizes of a Llama-7B-like block", "[kv_cache]") {
   KvCacheOptions o{.n_layers = 32, .n_kv_heads = 32, .head_dim = 128, .num_blocks = 4};
@@ -119,5 +119,5 @@ TEST_CASE("KvCacheOptions: an unknown element type is rejected", "[kv_cache]") {
   CHECK(absl::IsInvalidArgument(o.NumBlocksForByteBudget(1 << 20).status()));
 }
 
-}  // namespace
+}  // namespace kv_cache_options_test
 }  // namespace textgen

@@ -12,7 +12,7 @@
 #include "engine/kv_cache/kv_cache.h"
 
 namespace textgen {
-namespace {
+namespace kv_cache_random_test {
 
 constexpr int kLayers = 2;
 constexpr int kHeads = 2;
@@ -296,5 +296,5 @@ TEST_CASE("KvCache: randomized operations keep every invariant", "[kv_cache][ran
   CHECK(cov.overwrites > 1000);
 }
 
-}  // namespace
+}  // namespace kv_cache_random_test
 }  // namespace textgen

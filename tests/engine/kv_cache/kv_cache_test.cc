@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace textgen {
-namespace {
+namespace kv_cache_test {
 
 constexpr int kLayers = 2;
 constexpr int kHeads = 2;
@@ -409,5 +409,5 @@ TEST_CASE("KvCache: copy-on-write of a BF16 cache copies its 2-byte tiles", "[kv
   CHECK(kc.num_free_blocks() == 8);
 }
 
-}  // namespace
+}  // namespace kv_cache_test
 }  // namespace textgen

@@ -22,7 +22,7 @@
 #include "engine/kv_cache/kv_cache.h"
 
 namespace textgen {
-namespace {
+namespace prefix_cache_random_test {
 
 constexpr int kBs = 4;
 constexpr int kBlocks = 24;
@@ -461,5 +461,5 @@ TEST_CASE("prefix cache: off until enabled", "[kv_cache][prefix]") {
   CHECK(cache->pool().free_blocks().size() == 4);
 }
 
-}  // namespace
+}  // namespace prefix_cache_random_test
 }  // namespace textgen

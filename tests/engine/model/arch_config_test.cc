@@ -16,7 +16,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace arch_config_test {
 namespace fs = std::filesystem;
 
 const char* const kArchModels[] = {"llama-rope-llama3",
@@ -295,5 +295,5 @@ TEST_CASE("config.json fuzz: wrong types and ranges are statuses, never crashes"
   }
 }
 
-}  // namespace
+}  // namespace arch_config_test
 }  // namespace textgen

@@ -16,7 +16,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace arch_parity_test {
 namespace fs = std::filesystem;
 
 struct ArchCase {
@@ -147,5 +147,5 @@ TEST_CASE("every architecture stays close with BF16 compute and a BF16 cache", "
   }
 }
 
-}  // namespace
+}  // namespace arch_parity_test
 }  // namespace textgen

@@ -11,7 +11,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace llama_model_test {
 
 std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int num_blocks, int block_size = 16) {
   KvCacheOptions o;
@@ -184,5 +184,5 @@ TEST_CASE("GGUF and Hugging Face layouts of one model give the same logits", "[m
   CHECK(MaxAbsDiff(lg.data(), lh.data(), lg.size()) < 1e-5);
 }
 
-}  // namespace
+}  // namespace llama_model_test
 }  // namespace textgen

@@ -9,7 +9,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace model_test {
 
 // Copies stories260K.gguf with edits: `meta` may change metadata, `keep` drops tensors,
 // `reshape` may change a tensor's dims (its data is then cut or padded to fit).
@@ -144,5 +144,5 @@ TEST_CASE("loading names the problem with a broken model", "[model]") {
   }
 }
 
-}  // namespace
+}  // namespace model_test
 }  // namespace textgen

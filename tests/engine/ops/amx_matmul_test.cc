@@ -11,7 +11,7 @@
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace amx_matmul_test {
 
 using testing::Random;
 
@@ -137,5 +137,5 @@ TEST_CASE("AmxBf16Matmul::Create rejects bad weights") {
                                                      : absl::StatusCode::kFailedPrecondition));
 }
 
-}  // namespace
+}  // namespace amx_matmul_test
 }  // namespace textgen::ops

@@ -9,7 +9,7 @@
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace attention_test {
 
 using testing::Random;
 
@@ -308,5 +308,5 @@ TEST_CASE("PagedAttention rejects bad arguments") {
         absl::StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace attention_test
 }  // namespace textgen::ops

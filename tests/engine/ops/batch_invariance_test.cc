@@ -15,7 +15,7 @@
 #include "tests/engine/ops/weight_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace batch_invariance_test {
 
 using testing::Random;
 
@@ -129,5 +129,5 @@ TEST_CASE("Linear batch invariance holds for a wide layer (output rows in many b
   CheckInvariant(WeightType::kQ8_0, LinearCompute::kBf16, 1000, 768);
 }
 
-}  // namespace
+}  // namespace batch_invariance_test
 }  // namespace textgen::ops

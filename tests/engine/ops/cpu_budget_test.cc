@@ -8,17 +8,17 @@
 #include "tests/test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace cpu_budget_test {
 
 namespace fs = std::filesystem;
 
 void Write(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
-  testing::WriteFile(path.string(), text);
+  textgen::testing::WriteFile(path.string(), text);
 }
 
 TEST_CASE("cgroup v2: cpu.max of the process's cgroup and its ancestors", "[cpu_budget]") {
-  const fs::path root = fs::path(testing::ScratchDir());
+  const fs::path root = fs::path(textgen::testing::ScratchDir());
   const std::string self = "0::/kubepods/pod1/c1\n";
   SECTION("no files: no limit") { CHECK_FALSE(CgroupCpuLimit(root.string(), self).has_value()); }
   SECTION("max: no limit") {
@@ -52,7 +52,7 @@ void WriteCfs(const fs::path& dir, const std::string& quota, const std::string& 
 }
 
 TEST_CASE("cgroup v1: cfs quota and period under the cpu controller", "[cpu_budget]") {
-  const fs::path root = fs::path(testing::ScratchDir());
+  const fs::path root = fs::path(textgen::testing::ScratchDir());
   const std::string self = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/x\n";
   SECTION("-1: no limit") {
     WriteCfs(root / "cpu,cpuacct/docker/abc", "-1", "100000");
@@ -90,5 +90,5 @@ TEST_CASE("this process's budget is within its online CPUs", "[cpu_budget]") {
   if (b.affinity > 0) CHECK(b.threads <= b.affinity);
 }
 
-}  // namespace
+}  // namespace cpu_budget_test
 }  // namespace textgen::ops

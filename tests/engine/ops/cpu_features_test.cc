@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace textgen::ops {
-namespace {
+namespace cpu_features_test {
 
 TEST_CASE("the CPU running the tests has every extension the build uses", "[cpu]") {
   const CpuFeatures built = CompiledFeatures();
@@ -36,5 +36,5 @@ TEST_CASE("unused and missing extensions are named", "[cpu]") {
   CHECK(MissingFeatures(built, built).empty());
 }
 
-}  // namespace
+}  // namespace cpu_features_test
 }  // namespace textgen::ops

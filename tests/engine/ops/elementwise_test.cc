@@ -8,7 +8,7 @@
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace elementwise_test {
 
 using testing::Random;
 
@@ -62,5 +62,5 @@ TEST_CASE("Add accumulates the residual") {
   CHECK(acc == std::vector<float>{1.5f, 0, 3, 4.001f, 15});
 }
 
-}  // namespace
+}  // namespace elementwise_test
 }  // namespace textgen::ops

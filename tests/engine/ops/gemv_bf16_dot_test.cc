@@ -9,7 +9,7 @@
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace gemv_bf16_dot_test {
 
 using testing::Random;
 
@@ -70,5 +70,5 @@ TEST_CASE("GemvBf16Dot equals the exact product of the BF16 values on row ranges
   }
 }
 
-}  // namespace
+}  // namespace gemv_bf16_dot_test
 }  // namespace textgen::ops

@@ -12,7 +12,7 @@
 #include "tests/engine/ops/weight_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace gemv_float_test {
 
 using testing::Expected;
 using testing::ExpectRowRange;
@@ -127,5 +127,5 @@ TEST_CASE("Float GEMVs give bit-identical rows however the call is split") {
   }
 }
 
-}  // namespace
+}  // namespace gemv_float_test
 }  // namespace textgen::ops

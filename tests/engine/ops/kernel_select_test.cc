@@ -12,7 +12,7 @@
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace kernel_select_test {
 
 TEST_CASE("each level name allows its predecessor's extensions and more", "[isa]") {
   const std::vector<std::string> names = IsaLevelNames();
@@ -138,5 +138,5 @@ TEST_CASE("every runnable level computes what the portable kernels compute", "[i
   CHECK(runnable >= 1);
 }
 
-}  // namespace
+}  // namespace kernel_select_test
 }  // namespace textgen::ops

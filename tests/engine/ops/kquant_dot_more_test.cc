@@ -16,7 +16,7 @@
 #include "tests/engine/ops/weight_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace kquant_dot_more_test {
 
 TEST_CASE("GemvKQuantInt8More against dequantize-then-F32, row ranges, SIMD = portable",
           "[quant]") {
@@ -35,5 +35,5 @@ TEST_CASE("GemvKQuantInt8More against dequantize-then-F32, row ranges, SIMD = po
   }
 }
 
-}  // namespace
+}  // namespace kquant_dot_more_test
 }  // namespace textgen::ops

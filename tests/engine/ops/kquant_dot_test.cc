@@ -16,7 +16,7 @@
 #include "tests/engine/ops/weight_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace kquant_dot_test {
 
 TEST_CASE("QuantizeActivationsQ8_K: the largest magnitude maps to -127, bsums", "[quant]") {
   std::vector<float> x = testing::Random(512, 3);
@@ -73,5 +73,5 @@ TEST_CASE("GemvKQuantInt8 against dequantize-then-F32, row ranges, SIMD = portab
   }
 }
 
-}  // namespace
+}  // namespace kquant_dot_test
 }  // namespace textgen::ops

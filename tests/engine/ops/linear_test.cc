@@ -11,7 +11,7 @@
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace linear_test {
 
 using testing::Random;
 
@@ -195,5 +195,5 @@ TEST_CASE("Linear gives the same results with 1 and 2 threads") {
   CHECK(RecommendedNumThreads(512 * 64) == 1);
 }
 
-}  // namespace
+}  // namespace linear_test
 }  // namespace textgen::ops

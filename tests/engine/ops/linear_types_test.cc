@@ -11,7 +11,7 @@
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace linear_types_test {
 
 using testing::Random;
 
@@ -130,5 +130,5 @@ TEST_CASE("Linear kBf16 converts F32 and F16 weights to BF16 once, Q8_0 stays") 
   CHECK((*q8)->KernelName(64).find("widen-q8_0") != std::string::npos);
 }
 
-}  // namespace
+}  // namespace linear_types_test
 }  // namespace textgen::ops

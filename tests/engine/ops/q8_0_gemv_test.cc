@@ -12,7 +12,7 @@
 #include "tests/engine/ops/weight_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace q8_0_gemv_test {
 
 using testing::Expected;
 using testing::ExpectRowRange;
@@ -272,5 +272,5 @@ TEST_CASE("QuantizeActivationsQ8_0 rounds halfway cases away from zero") {
   }
 }
 
-}  // namespace
+}  // namespace q8_0_gemv_test
 }  // namespace textgen::ops

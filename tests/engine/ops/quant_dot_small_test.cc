@@ -17,7 +17,7 @@
 #include "tests/engine/ops/weight_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace quant_dot_small_test {
 
 TEST_CASE("QuantizeActivationsQ8_1: amax maps to 127, ties to even, sums", "[quant]") {
   std::vector<float> x = testing::Random(96, 5);
@@ -130,5 +130,5 @@ TEST_CASE("GemvSmallQuantInt8 against dequantize-then-F32, row ranges, SIMD = po
   }
 }
 
-}  // namespace
+}  // namespace quant_dot_small_test
 }  // namespace textgen::ops

@@ -17,7 +17,7 @@
 #include "tests/engine/ops/weight_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace quant_gemv_test {
 
 using testing::Dequantize;
 using testing::kQuantTypes;
@@ -123,5 +123,5 @@ TEST_CASE("Linear on block formats: gemv and oneDNN paths, f32 and bf16", "[quan
   }
 }
 
-}  // namespace
+}  // namespace quant_gemv_test
 }  // namespace textgen::ops

@@ -10,7 +10,7 @@
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace rope_test {
 
 using testing::Random;
 
@@ -238,5 +238,5 @@ TEST_CASE("RopeShiftTransposed on BF16 keys rounds the F32 rotation of the widen
   }
 }
 
-}  // namespace
+}  // namespace rope_test
 }  // namespace textgen::ops

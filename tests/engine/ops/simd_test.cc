@@ -13,7 +13,7 @@
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace simd_test {
 
 using testing::Random;
 
@@ -100,5 +100,5 @@ TEST_CASE("simd::Dot and simd::Axpy match double references at every tail length
   }
 }
 
-}  // namespace
+}  // namespace simd_test
 }  // namespace textgen::ops

@@ -8,7 +8,7 @@
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace softmax_test {
 
 using testing::Random;
 
@@ -68,5 +68,5 @@ TEST_CASE("ArgMax returns the lowest index among ties") {
   CHECK(ArgMax(d.data(), 1) == 0);
 }
 
-}  // namespace
+}  // namespace softmax_test
 }  // namespace textgen::ops

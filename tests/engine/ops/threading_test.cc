@@ -11,7 +11,7 @@
 #include <vector>
 
 namespace textgen::ops {
-namespace {
+namespace threading_test {
 
 TEST_CASE(
     "ParallelFor covers every index once in aligned ranges, at most kRangesPerThread per thread") {
@@ -81,5 +81,5 @@ TEST_CASE("the default thread count is the process's CPU budget") {
         0);
 }
 
-}  // namespace
+}  // namespace threading_test
 }  // namespace textgen::ops

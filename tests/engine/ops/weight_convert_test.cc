@@ -13,7 +13,7 @@
 #include "tests/engine/ops/weight_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace weight_convert_test {
 
 using testing::RandomBlocks;
 
@@ -147,5 +147,5 @@ TEST_CASE("ConvertRowsBf16 keeps subnormals and rounds ties to even") {
   for (int k = 0; k < 4; ++k) CHECK(out[k] == want[k]);
 }
 
-}  // namespace
+}  // namespace weight_convert_test
 }  // namespace textgen::ops

@@ -11,7 +11,7 @@
 #include "tests/engine/ops/weight_test_util.h"
 
 namespace textgen::ops {
-namespace {
+namespace widen_amx_matmul_test {
 
 using testing::Random;
 
@@ -55,5 +55,5 @@ TEST_CASE("WidenAmxMatmul equals the BF16 product of the widened weights") {
   }
 }
 
-}  // namespace
+}  // namespace widen_amx_matmul_test
 }  // namespace textgen::ops

@@ -11,7 +11,7 @@
 #include <vector>
 
 namespace textgen::ops {
-namespace {
+namespace worker_pool_test {
 
 using std::chrono::milliseconds;
 
@@ -154,5 +154,5 @@ TEST_CASE("WorkerPool's idle workers sleep after their spin and yield phases") {
   CHECK(PartsOverlap(pool));
 }
 
-}  // namespace
+}  // namespace worker_pool_test
 }  // namespace textgen::ops

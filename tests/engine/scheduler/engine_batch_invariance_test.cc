@@ -14,7 +14,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace engine_batch_invariance_test {
 
 using testing::CollectingSink;
 
@@ -108,5 +108,5 @@ TEST_CASE("16 mixed requests at once give each one's solo tokens, f32 compute", 
   CheckCrowdMatchesSolo(ops::LinearCompute::kF32);
 }
 
-}  // namespace
+}  // namespace engine_batch_invariance_test
 }  // namespace textgen

@@ -14,7 +14,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace engine_lifecycle_test {
 
 using testing::CollectingSink;
 
@@ -284,5 +284,5 @@ TEST_CASE("a session that outgrows the context says it is full and what to do",
   CHECK(engine->Submit(alone, sink).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace engine_lifecycle_test
 }  // namespace textgen

@@ -13,7 +13,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace engine_prefill_test {
 
 using testing::CheckSame;
 using testing::LongPrompt;
@@ -319,5 +319,5 @@ TEST_CASE("sessions reuse their cache under a small budget", "[engine][prefill][
   CheckBudget(log.steps(), budget);
 }
 
-}  // namespace
+}  // namespace engine_prefill_test
 }  // namespace textgen

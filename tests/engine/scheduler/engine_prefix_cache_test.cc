@@ -13,7 +13,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace engine_prefix_cache_test {
 
 using testing::CheckSame;
 using testing::CollectingSink;
@@ -242,5 +242,5 @@ TEST_CASE("prefix cache counters and what a sliding window may share", "[engine]
   CHECK(s.prefix_cache_hit_tokens == len - 1 + 48);
 }
 
-}  // namespace
+}  // namespace engine_prefix_cache_test
 }  // namespace textgen

@@ -10,7 +10,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace engine_session_test {
 
 using testing::CollectingSink;
 
@@ -184,5 +184,5 @@ TEST_CASE("a session answers only to the owner that created it", "[engine][sessi
   CHECK(engine->DeleteSession(*id, "alice").ok());
 }
 
-}  // namespace
+}  // namespace engine_session_test
 }  // namespace textgen

@@ -13,7 +13,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace engine_test {
 
 using testing::CollectingSink;
 
@@ -216,11 +216,11 @@ TEST_CASE("shutting down ends every request exactly once", "[engine]") {
   }
 }
 
-}  // namespace
+}  // namespace engine_test
 }  // namespace textgen
 
 namespace textgen {
-namespace {
+namespace engine_test {
 
 TEST_CASE("a session keeps its KV cache between turns", "[engine][session]") {
   auto engine = MakeEngine();
@@ -397,5 +397,5 @@ TEST_CASE("the KV cache type follows the compute mode unless asked", "[engine][k
   CHECK(bf16_blocks >= 2 * f32_blocks);
 }
 
-}  // namespace
+}  // namespace engine_test
 }  // namespace textgen

@@ -11,7 +11,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace greedy_reference_test {
 
 struct Reference {
   const char* file;   // under ReferenceDir()
@@ -77,5 +77,5 @@ TEST_CASE("Continuations keep the leading space of the first piece", "[tokenizer
   CHECK(tok.Decode({once}) == " Once");
 }
 
-}  // namespace
+}  // namespace greedy_reference_test
 }  // namespace textgen

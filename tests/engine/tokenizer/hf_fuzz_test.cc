@@ -13,7 +13,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace hf_fuzz_test {
 
 using nlohmann::json;
 
@@ -126,5 +126,5 @@ TEST_CASE("tokenizer.json value-type fuzz never crashes (TinyStories SentencePie
   Fuzz("tinystories", tok, config, special_map, 2);
 }
 
-}  // namespace
+}  // namespace hf_fuzz_test
 }  // namespace textgen

@@ -17,7 +17,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace hf_tokenizer_test {
 
 using testing::GgufTokenizer;
 
@@ -253,5 +253,5 @@ TEST_CASE("Unsupported tokenizer.json configurations are errors naming them", "[
   CHECK(std::string(c.status().message()).find("eos_token = 7") != std::string::npos);
 }
 
-}  // namespace
+}  // namespace hf_tokenizer_test
 }  // namespace textgen

@@ -10,7 +10,7 @@
 #include "tests/engine/tokenizer/tokenizer_test_util.h"
 
 namespace textgen {
-namespace {
+namespace incremental_detokenizer_test {
 
 using testing::GgufTokenizer;
 
@@ -115,5 +115,5 @@ TEST_CASE("Flush replaces an incomplete tail and resets", "[tokenizer][detokeniz
   CHECK(detok.Flush().empty());
 }
 
-}  // namespace
+}  // namespace incremental_detokenizer_test
 }  // namespace textgen

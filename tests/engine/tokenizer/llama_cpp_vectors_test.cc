@@ -12,7 +12,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace llama_cpp_vectors_test {
 
 using testing::GgufTokenizer;
 
@@ -147,5 +147,5 @@ TEST_CASE("Test vector cases round-trip through Decode", "[tokenizer][vectors]")
   }
 }
 
-}  // namespace
+}  // namespace llama_cpp_vectors_test
 }  // namespace textgen

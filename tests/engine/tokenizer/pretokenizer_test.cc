@@ -5,7 +5,7 @@
 #include <vector>
 
 namespace textgen {
-namespace {
+namespace pretokenizer_test {
 
 std::vector<std::string> SplitWith(const PreTokenizer& p, std::string_view s) {
   std::vector<std::string> out;
@@ -40,5 +40,5 @@ TEST_CASE("An unknown pre-tokenizer name is Unimplemented", "[tokenizer][pretoke
   CHECK(std::string(p.status().message()).find("no-such-pretokenizer") != std::string::npos);
 }
 
-}  // namespace
+}  // namespace pretokenizer_test
 }  // namespace textgen

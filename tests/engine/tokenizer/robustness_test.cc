@@ -14,7 +14,7 @@
 #include "tests/engine/tokenizer/tokenizer_test_util.h"
 
 namespace textgen {
-namespace {
+namespace robustness_test {
 
 using testing::GgufTokenizer;
 
@@ -199,5 +199,5 @@ TEST_CASE("Concurrent Encode and Decode agree with serial results", "[tokenizer]
   }
 }
 
-}  // namespace
+}  // namespace robustness_test
 }  // namespace textgen

@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace textgen {
-namespace {
+namespace tokenizer_test {
 
 using Ids = std::vector<int32_t>;
 
@@ -141,5 +141,5 @@ TEST_CASE("GPT-2 BPE applies merges by rank", "[tokenizer][bpe]") {
   CHECK(tok->Encode("ax", false) == Ids{0});
 }
 
-}  // namespace
+}  // namespace tokenizer_test
 }  // namespace textgen

@@ -6,7 +6,7 @@
 #include "engine/tokenizer/gpt2_byte_map.h"
 
 namespace textgen {
-namespace {
+namespace unicode_test {
 
 TEST_CASE("DecodeUtf8 accepts well-formed sequences", "[tokenizer][unicode]") {
   const std::string s = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";
@@ -112,5 +112,5 @@ TEST_CASE("GPT-2 byte map is a bijection", "[tokenizer][unicode]") {
   CHECK(Gpt2CodepointToByte(0x4F60) == -1);
 }
 
-}  // namespace
+}  // namespace unicode_test
 }  // namespace textgen

@@ -14,7 +14,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace vocab_test {
 
 using testing::GgufTokenizer;
 using testing::HfTokenizer656K;
@@ -238,11 +238,11 @@ TEST_CASE("HF ByteLevel tokenizer.json encodes like the GPT-2 GGUF", "[tokenizer
   }
 }
 
-}  // namespace
+}  // namespace vocab_test
 }  // namespace textgen
 
 namespace textgen {
-namespace {
+namespace vocab_test {
 
 // A GGUF v3 file holding only the given string / string-array / mixed metadata.
 struct MetaKv {
@@ -316,5 +316,5 @@ TEST_CASE("GGUF tokenizer metadata: unknown pre-tokenizers and wrong types are n
   CHECK(std::string(bad_pre.message()).find("tokenizer.ggml.pre") != std::string::npos);
 }
 
-}  // namespace
+}  // namespace vocab_test
 }  // namespace textgen

@@ -6,7 +6,7 @@
 #include "tests/test_util.h"
 
 namespace textgen {
-namespace {
+namespace mapped_file_test {
 
 using ::textgen::testing::ScratchDir;
 using ::textgen::testing::WriteFile;
@@ -47,5 +47,5 @@ TEST_CASE("MappedFile reports missing files and directories", "[mapped_file]") {
   CHECK_THAT(std::string(directory.status().message()), Catch::Contains(dir));
 }
 
-}  // namespace
+}  // namespace mapped_file_test
 }  // namespace textgen
