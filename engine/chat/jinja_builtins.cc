@@ -13,8 +13,6 @@
 namespace textgen::jinja {
 namespace {
 
-[[noreturn]] void TypeError(const std::string& msg) { throw RenderError("TypeError", msg); }
-
 int64_t Length(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kString:

@@ -16,8 +16,6 @@ constexpr int kMaxCallDepth = 100;
 constexpr long kMaxSteps = 5'000'000;
 constexpr size_t kMaxOutput = 64u << 20;
 
-[[noreturn]] void TypeError(const std::string& msg) { throw RenderError("TypeError", msg); }
-
 // Takes the result by pointer: it is read only after the overflow builtin has written it.
 int64_t Checked(bool overflow, const int64_t* v) {
   if (overflow) throw RenderError("OverflowError", "integer result too large");

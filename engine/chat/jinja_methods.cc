@@ -9,8 +9,6 @@
 namespace textgen::jinja {
 namespace {
 
-[[noreturn]] void TypeError(const std::string& msg) { throw RenderError("TypeError", msg); }
-
 const std::string& StrArg(const Value& v, const char* method) {
   if (!v.is_string()) {
     TypeError(std::string(method) + "() argument must be str, not " + v.TypeName());

@@ -26,6 +26,9 @@ struct RenderError : std::runtime_error {
   std::string type;  // "TypeError", "UndefinedError", "TemplateError", "SecurityError", ...
 };
 
+// Python's TypeError, which the builtins, the methods and the interpreter all raise.
+[[noreturn]] inline void TypeError(const std::string& msg) { throw RenderError("TypeError", msg); }
+
 class Value;
 class Interpreter;
 using List = std::vector<Value>;
