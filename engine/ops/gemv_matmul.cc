@@ -63,8 +63,11 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
     xs.resize(static_cast<size_t>(n * nb));
     QuantizeActivationsQ8_1(x, n, in, xs.data());
     const BlockQ8_1* q = xs.data();
+    // Repacked once here for the AVX-512 tiles, not by each thread range.
+    thread_local SmallQuantPacked xp;
+    const SmallQuantPacked* packed = PackSmallQuantInt8(w_.type, q, n, nb, &xp) ? &xp : nullptr;
     blocks(nb * sizeof(BlockQ8_1), [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
-      GemvSmallQuantInt8(w_, q + i0 * nb, i1 - i0, y + i0 * out, out, r0, r1);
+      GemvSmallQuantInt8Packed(w_, q, packed, i0, i1 - i0, y + i0 * out, out, r0, r1);
     });
     return absl::OkStatus();
   }

@@ -498,16 +498,16 @@ inline void Q2KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
       });
 }
 
-// Rows [r0, r1) in tiles of 8 (n <= 2) or 4 weight rows, then single rows (kMultiRow), or
-// one row at a time: Q6_K, whose tiles of 4 or 8 rows streamed from DRAM at half the rate of
-// single rows on a Zen 5 machine (~18 vs ~35 GB/s per thread, measured with ops-bench --kquant
-// while the prefetches above were compiled away), while from L2 they are faster (74 vs 53
-// GB/s). Re-measured with working prefetches on the Ice Lake VM: 4-row tiles still no faster
-// from DRAM (9.4-10.8 vs 11 GB/s at n = 1). Per tile, the activation rows in groups of 4 (the
-// weights of the tile come from L1 after the first group).
+// Rows [r0, r1) in tiles of 8 (n <= 2) or 4 weight rows, then single rows (multi_row, by default
+// kMultiRow), or one row at a time: Q6_K below 5 activation rows, whose tiles of 4 or 8 rows
+// streamed from DRAM at half the rate of single rows on a Zen 5 machine (~18 vs ~35 GB/s per
+// thread, measured with ops-bench --kquant while the prefetches above were compiled away), while
+// from L2 they are faster (74 vs 53 GB/s). Re-measured with working prefetches on the Ice Lake VM:
+// 4-row tiles still no faster from DRAM (9.4-10.8 vs 11 GB/s at n = 1). Per tile, the activation
+// rows in groups of 4 (the weights of the tile come from L1 after the first group).
 template <template <int, int, bool> class Tile, bool kMultiRow>
 void Rows512(const WeightView& w, const TileX& x, int64_t n, float* y, int64_t ldy, int64_t r0,
-             int64_t r1) {
+             int64_t r1, bool multi_row = kMultiRow) {
   const size_t rb = w.row_bytes();
   auto groups = [&]<int NR>(int64_t r) {
     const uint8_t* w0 = w.row(r);
@@ -537,7 +537,7 @@ void Rows512(const WeightView& w, const TileX& x, int64_t n, float* y, int64_t l
     }
   };
   int64_t r = r0;
-  if constexpr (kMultiRow) {
+  if (multi_row) {
     if (n <= 2) {
       // Few activation rows: 8 weight rows per tile (fewer, longer steps; measured faster).
       for (; r + 8 <= r1; r += 8) groups.template operator()<8>(r);
@@ -623,7 +623,10 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
     return Rows512<IQ4XSTileFn, true>(w, TileX{xq, xr.data(), nullptr, nb}, n, y, ldy, r0, r1);
   }
   if (w.type == WeightType::kQ6_K) {
-    return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nullptr, nb}, n, y, ldy, r0, r1);
+    // Multi-row tiles only for prefill-sized calls (the weight block is read from L2 once per
+    // 4 activation rows): Q6_K prefill-128 of stories110M 894-923 -> 940-1044 tok/s (Ice Lake,
+    // 4 interleaved rounds); at n = 4 (beams) they measured no better end to end.
+    return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nullptr, nb}, n, y, ldy, r0, r1, n > 4);
   }
   if (w.type == WeightType::kQ3_K) {
     return Rows512<Q3KTileFn, true>(w, TileX{xq, nullptr, nullptr, nb}, n, y, ldy, r0, r1);

@@ -225,17 +225,8 @@ void SimdRows(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int
 // cache lines, too short a stream); a tile reads NR rows' blocks per step, and the next tile
 // is prefetched in software, each step as many bytes ahead as it consumes.
 //
-// The activations are repacked once per call in the same byte order, zero-padded to an even
-// block count (zeros contribute exactly 0 whatever the weight byte):
-//   q [n, nbp * 32] int8; d [n, nbp * 8] F32 (d_x of each lane's block);
-//   c [n, nbp * 8] int32 (offset * sum of the lane's 4 q_x); s [n, nbp * 8] F32 (s_x of the
-//   block in the block's first lane, 0 elsewhere: the Q4_1 / Q5_1 min term).
-struct SmallActivations {
-  std::vector<int8_t> q;
-  std::vector<float> d, s;
-  std::vector<int32_t> c;
-  int64_t nbp = 0;  // blocks per row, rounded up to even
-};
+// The activations are repacked in the same byte order (SmallQuantPacked, quant_dot_small.h),
+// zero-padded to an even block count (zeros contribute exactly 0 whatever the weight byte).
 
 // The integer offset of every weight value of the format (IQ4_NL: its table is stored + 128).
 template <typename Block>
@@ -244,29 +235,38 @@ constexpr int kOffset512 = std::is_same_v<Block, BlockQ4_0>     ? -8
                            : std::is_same_v<Block, BlockIQ4_NL> ? -128
                                                                 : 0;
 
-void PackSmall(const BlockQ8_1* xq, int64_t n, int64_t nb, int offset, SmallActivations* a) {
+void PackSmall(const BlockQ8_1* xq, int64_t n, int64_t nb, int offset, SmallQuantPacked* a) {
   a->nbp = (nb + 1) & ~int64_t{1};
   const size_t lanes = static_cast<size_t>(n * a->nbp * 8);
-  a->q.assign(lanes * 4, 0);
-  a->d.assign(lanes, 0.0f);
-  a->s.assign(lanes, 0.0f);
-  a->c.assign(lanes, 0);
-  const __m128i ones = _mm_set1_epi8(1), off = _mm_set1_epi32(offset);
+  // Every lane is written below (no zero fill first: it doubled the stores).
+  a->q.resize(lanes * 4);
+  a->d.resize(lanes);
+  a->s.resize(lanes);
+  a->c.resize(lanes);
+  // offset x (sum of 4 q_x) = -(|offset| as u8 x q_x, VPDPBUSD): offset is 0, -8, -16 or -128,
+  // so |offset| fits the unsigned operand (128 as the byte 0x80).
+  const __m128i magnitude = _mm_set1_epi8(static_cast<char>(-offset));
+  const __m128i zero = _mm_setzero_si128();
+  auto store = [&](int64_t lane0, __m128i q, float d, __m128i c, float s) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(a->q.data() + lane0 * 4), q);
+    _mm_storeu_ps(a->d.data() + lane0, _mm_set1_ps(d));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(a->c.data() + lane0), c);
+    _mm_storeu_ps(a->s.data() + lane0, _mm_setr_ps(s, 0.0f, 0.0f, 0.0f));
+  };
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const BlockQ8_1& blk = xq[i * nb + b];
+    for (int64_t b = 0; b < a->nbp; ++b) {
       const int64_t pair = i * a->nbp / 2 + b / 2, half = b % 2;
       for (int part = 0; part < 2; ++part) {  // values 16 * part .. + 15 of the block
         const int64_t lane0 = pair * 16 + 8 * part + 4 * half;
+        if (b == nb) {  // the padding block of an odd count
+          store(lane0, zero, 0.0f, zero, 0.0f);
+          continue;
+        }
+        const BlockQ8_1& blk = xq[i * nb + b];
         const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + 16 * part));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(a->q.data() + lane0 * 4), v);
-        _mm_storeu_ps(a->d.data() + lane0, _mm_set1_ps(blk.d));
-        // Lane sums of 4 q_x (u8 ones x s8), times the offset.
-        const __m128i sums = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, v);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(a->c.data() + lane0),
-                         _mm_mullo_epi32(sums, off));
+        store(lane0, v, blk.d, _mm_sub_epi32(zero, _mm_dpbusd_epi32(zero, magnitude, v)),
+              part == 0 ? blk.s : 0.0f);
       }
-      a->s[pair * 16 + 4 * half] = blk.s;
     }
   }
 }
@@ -321,7 +321,7 @@ inline Pair512 DecodePair(const Block* b0, const Block* b1) {
 }
 
 template <typename Block, int MR, int NR>
-inline void Tile512(const Block* w0, int64_t nb, const SmallActivations& a, int64_t i0, float* y,
+inline void Tile512(const Block* w0, int64_t nb, const SmallQuantPacked& a, int64_t i0, float* y,
                     int64_t ldy) {
   const int64_t ldq = a.nbp * kQkSmall, lds = a.nbp * 8;
   const int8_t* qx = a.q.data() + i0 * ldq;
@@ -366,40 +366,39 @@ inline void Tile512(const Block* w0, int64_t nb, const SmallActivations& a, int6
   simd::StoreSums<MR, NR>(acc, y, ldy);
 }
 
+// Activation rows [i0, i0 + n) of a packed call times weight rows [r0, r1); y row i0 first.
 template <typename Block>
-void Rows512(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy, int64_t r0,
-             int64_t r1) {
+void Rows512(const WeightView& w, const SmallQuantPacked& a, int64_t i0, int64_t n, float* y,
+             int64_t ldy, int64_t r0, int64_t r1) {
   const int64_t nb = w.in / kQkSmall;
-  thread_local SmallActivations a;
-  PackSmall(xq, n, nb, kOffset512<Block>, &a);
   const Block* w0 = reinterpret_cast<const Block*>(w.row(0));
   simd::ForActivationRows<8, 8>(n, [&]<int MR, int NR>(int64_t i) {
     int64_t r = r0;
     for (; r + NR <= r1; r += NR)
-      Tile512<Block, MR, NR>(w0 + r * nb, nb, a, i, y + i * ldy + r, ldy);
+      Tile512<Block, MR, NR>(w0 + r * nb, nb, a, i0 + i, y + i * ldy + r, ldy);
     if constexpr (NR > 4) {
       for (; r + 4 <= r1; r += 4)
-        Tile512<Block, MR, 4>(w0 + r * nb, nb, a, i, y + i * ldy + r, ldy);
+        Tile512<Block, MR, 4>(w0 + r * nb, nb, a, i0 + i, y + i * ldy + r, ldy);
     }
-    for (; r < r1; ++r) Tile512<Block, MR, 1>(w0 + r * nb, nb, a, i, y + i * ldy + r, ldy);
+    for (; r < r1; ++r) Tile512<Block, MR, 1>(w0 + r * nb, nb, a, i0 + i, y + i * ldy + r, ldy);
   });
 }
 #endif  // TG_SMALL_512
 
-template <template <typename> class Kernel>
-void Dispatch(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
-              int64_t r0, int64_t r1) {
-  switch (w.type) {
+// Kernel<Block>::Run(args...) for w's block type (nothing for other types).
+template <template <typename> class Kernel, typename... Args>
+void Dispatch(WeightType t, Args&&... args) {
+  switch (t) {
     case WeightType::kQ4_0:
-      return Kernel<BlockQ4_0>::Run(w, xq, n, y, ldy, r0, r1);
+      return Kernel<BlockQ4_0>::Run(args...);
     case WeightType::kQ4_1:
-      return Kernel<BlockQ4_1>::Run(w, xq, n, y, ldy, r0, r1);
+      return Kernel<BlockQ4_1>::Run(args...);
     case WeightType::kQ5_0:
-      return Kernel<BlockQ5_0>::Run(w, xq, n, y, ldy, r0, r1);
+      return Kernel<BlockQ5_0>::Run(args...);
     case WeightType::kQ5_1:
-      return Kernel<BlockQ5_1>::Run(w, xq, n, y, ldy, r0, r1);
+      return Kernel<BlockQ5_1>::Run(args...);
     case WeightType::kIQ4_NL:
-      return Kernel<BlockIQ4_NL>::Run(w, xq, n, y, ldy, r0, r1);
+      return Kernel<BlockIQ4_NL>::Run(args...);
     default:
       return;
   }
@@ -419,7 +418,9 @@ struct SimdKernel {
   static void Run(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                   int64_t r0, int64_t r1) {
 #if defined(TG_SMALL_512)
-    Rows512<Block>(w, xq, n, y, ldy, r0, r1);
+    thread_local SmallQuantPacked a;
+    PackSmall(xq, n, w.in / kQkSmall, kOffset512<Block>, &a);
+    Rows512<Block>(w, a, 0, n, y, ldy, r0, r1);
 #else
     SimdRows<Block>(w, xq, n, y, ldy, r0, r1);
 #endif
@@ -428,6 +429,21 @@ struct SimdKernel {
 #endif
 
 #if defined(TG_SMALL_512)
+template <typename Block>
+struct PackKernel {
+  static void Run(const BlockQ8_1* xq, int64_t n, int64_t nb, SmallQuantPacked* packed) {
+    PackSmall(xq, n, nb, kOffset512<Block>, packed);
+  }
+};
+
+template <typename Block>
+struct PackedKernel {
+  static void Run(const WeightView& w, const SmallQuantPacked& a, int64_t i0, int64_t n, float* y,
+                  int64_t ldy, int64_t r0, int64_t r1) {
+    Rows512<Block>(w, a, i0, n, y, ldy, r0, r1);
+  }
+};
+
 // One block of 32 as portable::QuantizeActivationsQ8_1, bit for bit: the same F32 d, id and
 // products, round-to-nearest-even, and the F16 rounding of d and d * sum.
 void QuantizeBlockQ8_1(const float* v, BlockQ8_1* out) {
@@ -482,17 +498,40 @@ void QuantizeActivationsQ8_1(const float* x, int64_t n, int64_t in, BlockQ8_1* x
 
 void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                         int64_t r0, int64_t r1) {
-  Dispatch<PortableKernel>(w, xq, n, y, ldy, r0, r1);
+  Dispatch<PortableKernel>(w.type, w, xq, n, y, ldy, r0, r1);
 }
 }  // namespace portable
 
 void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                         int64_t r0, int64_t r1) {
 #if defined(__AVX2__)
-  Dispatch<SimdKernel>(w, xq, n, y, ldy, r0, r1);
+  Dispatch<SimdKernel>(w.type, w, xq, n, y, ldy, r0, r1);
 #else
   portable::GemvSmallQuantInt8(w, xq, n, y, ldy, r0, r1);
 #endif
+}
+
+bool PackSmallQuantInt8(WeightType t, const BlockQ8_1* xq, int64_t n, int64_t nb,
+                        SmallQuantPacked* packed) {
+#if defined(TG_SMALL_512)
+  if (!HasSmallQuantInt8(t)) return false;
+  Dispatch<PackKernel>(t, xq, n, nb, packed);
+  return true;
+#else
+  (void)t, (void)xq, (void)n, (void)nb, (void)packed;
+  return false;
+#endif
+}
+
+void GemvSmallQuantInt8Packed(const WeightView& w, const BlockQ8_1* xq,
+                              const SmallQuantPacked* packed, int64_t i0, int64_t n, float* y,
+                              int64_t ldy, int64_t r0, int64_t r1) {
+#if defined(TG_SMALL_512)
+  if (packed != nullptr) return Dispatch<PackedKernel>(w.type, w, *packed, i0, n, y, ldy, r0, r1);
+#else
+  (void)packed;
+#endif
+  GemvSmallQuantInt8(w, xq + i0 * (w.in / kQkSmall), n, y, ldy, r0, r1);
 }
 
 TG_ISA_END

@@ -130,5 +130,37 @@ TEST_CASE("GemvSmallQuantInt8 against dequantize-then-F32, row ranges, SIMD = po
   }
 }
 
+TEST_CASE("GemvSmallQuantInt8Packed: one packing per call gives every row range's bytes",
+          "[quant]") {
+  // Linear's path: the activations packed once (at the AVX-512 VNNI level; elsewhere nothing is
+  // packed and the unpacked kernel runs), then any activation chunk [i0, i0 + m) and weight row
+  // range, with stale bytes in the reused pack from a larger earlier call.
+  std::mt19937 rng(35);
+  SmallQuantPacked packed;
+  for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
+                       WeightType::kIQ4_NL}) {
+    INFO(WeightTypeName(t));
+    for (int trial = 0; trial < 6; ++trial) {
+      const int64_t in = 32 * (1 + rng() % 40), out = 1 + rng() % 45, n = 1 + rng() % 12;
+      const int64_t nb = in / 32;
+      INFO("in " << in << " out " << out << " n " << n);
+      const std::vector<uint8_t> data = testing::RandomQuantRows(t, out, in, rng());
+      const std::vector<float> x = testing::Random(n * in, rng());
+      std::vector<BlockQ8_1> xq(n * nb);
+      QuantizeActivationsQ8_1(x.data(), n, in, xq.data());
+      const WeightView w{t, data.data(), out, in};
+      const bool is_packed = PackSmallQuantInt8(t, xq.data(), n, nb, &packed);
+      const int64_t i0 = rng() % n, m = 1 + rng() % (n - i0);
+      const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
+      std::vector<float> want(m * out, -1.0f), got(m * out, -1.0f);
+      GemvSmallQuantInt8(w, xq.data() + i0 * nb, m, want.data(), out, r0, r1);
+      GemvSmallQuantInt8Packed(w, xq.data(), is_packed ? &packed : nullptr, i0, m, got.data(), out,
+                               r0, r1);
+      CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+    }
+  }
+  CHECK_FALSE(PackSmallQuantInt8(WeightType::kQ8_0, nullptr, 0, 0, &packed));
+}
+
 }  // namespace quant_dot_small_test
 }  // namespace textgen::ops
