@@ -34,8 +34,11 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
     xq.resize(static_cast<size_t>(n * nb));
     QuantizeActivationsQ8_0(x, n, in, xq.data());
     const BlockQ8_0* q = xq.data();
+    // Repacked once here for the AVX-512 tiles, not by each thread range.
+    thread_local PackedActivations xp;
+    const PackedActivations* packed = PackQ8_0Vnni(q, n, nb, &xp) ? &xp : nullptr;
     blocks(nb * sizeof(BlockQ8_0), [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
-      GemvQ8_0Vnni(w_, q + i0 * nb, i1 - i0, y + i0 * out, out, r0, r1);
+      GemvQ8_0VnniPacked(w_, q, packed, i0, i1 - i0, y + i0 * out, out, r0, r1);
     });
     return absl::OkStatus();
   }
@@ -64,8 +67,8 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
     QuantizeActivationsQ8_1(x, n, in, xs.data());
     const BlockQ8_1* q = xs.data();
     // Repacked once here for the AVX-512 tiles, not by each thread range.
-    thread_local SmallQuantPacked xp;
-    const SmallQuantPacked* packed = PackSmallQuantInt8(w_.type, q, n, nb, &xp) ? &xp : nullptr;
+    thread_local PackedActivations xp;
+    const PackedActivations* packed = PackSmallQuantInt8(w_.type, q, n, nb, &xp) ? &xp : nullptr;
     blocks(nb * sizeof(BlockQ8_1), [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
       GemvSmallQuantInt8Packed(w_, q, packed, i0, i1 - i0, y + i0 * out, out, r0, r1);
     });

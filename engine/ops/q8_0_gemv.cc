@@ -153,38 +153,33 @@ void QuantizeBlock(const float* v, BlockQ8_0* out) {
 // 4 q_x), and that vector is the accumulator VPDPBUSD starts from. The hot loop then pays one
 // XOR per weight vector (shared by all x rows) and gets the exact int32 sums.
 //
-// The activations are repacked once per call into a layout the loop reads with plain 64-byte
-// loads, two blocks per zmm (int32 lanes 0-7: block b, 8-15: block b + 1), padded to an even
-// number of blocks with zeros (which contribute exactly 0):
+// The activations are repacked once per call (PackedActivations, without s) into a layout the
+// loop reads with plain 64-byte loads, two blocks per zmm (int32 lanes 0-7: block b, 8-15:
+// block b + 1), padded to an even number of blocks with zeros (which contribute exactly 0):
 //   q [n, nbp * 32] int8, d [n, nbp * 8] F32 (d_x of each lane's block), c [n, nbp * 8] int32.
-struct VnniActivations {
-  std::vector<int8_t> q;
-  std::vector<float> d;
-  std::vector<int32_t> c;
-  int64_t nbp = 0;  // blocks per row, rounded up to even
-};
-
-void PackActivations(const BlockQ8_0* xq, int64_t n, int64_t nb, VnniActivations* a) {
+void PackActivations(const BlockQ8_0* xq, int64_t n, int64_t nb, PackedActivations* a) {
   a->nbp = (nb + 1) & ~int64_t{1};
-  a->q.assign(static_cast<size_t>(n * a->nbp * kBlock), 0);
-  a->d.assign(static_cast<size_t>(n * a->nbp * 8), 0.0f);
-  a->c.assign(static_cast<size_t>(n * a->nbp * 8), 0);
+  // Every lane is written below (no zero fill first).
+  a->q.resize(static_cast<size_t>(n * a->nbp * kBlock));
+  a->d.resize(static_cast<size_t>(n * a->nbp * 8));
+  a->c.resize(static_cast<size_t>(n * a->nbp * 8));
+  a->s.clear();
+  // -128 x (sum of each lane's 4 q_x) = -(0x80 as u8 x q_x, VPDPBUSD).
+  const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const BlockQ8_0& blk = xq[i * nb + b];
-      int8_t* q = a->q.data() + (i * a->nbp + b) * kBlock;
-      float* d = a->d.data() + (i * a->nbp + b) * 8;
-      int32_t* c = a->c.data() + (i * a->nbp + b) * 8;
-      const float dx = half::F16ToF32(blk.d);
-      for (int l = 0; l < 8; ++l) {
-        int32_t s = 0;
-        for (int k = 0; k < 4; ++k) {
-          q[4 * l + k] = blk.qs[4 * l + k];
-          s += blk.qs[4 * l + k];
-        }
-        d[l] = dx;
-        c[l] = -128 * s;
+    for (int64_t b = 0; b < a->nbp; ++b) {
+      const int64_t at = i * a->nbp + b;
+      __m256i q = _mm256_setzero_si256();
+      float dx = 0.0f;
+      if (b < nb) {  // else the padding block of an odd count
+        q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[i * nb + b].qs));
+        dx = half::F16ToF32(xq[i * nb + b].d);
       }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a->q.data() + at * kBlock), q);
+      _mm256_storeu_ps(a->d.data() + at * 8, _mm256_set1_ps(dx));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a->c.data() + at * 8),
+                          _mm256_sub_epi32(_mm256_setzero_si256(),
+                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), k128, q)));
     }
   }
 }
@@ -195,7 +190,7 @@ alignas(64) constexpr uint16_t kScaleWords[32] = {0,  0,  0,  0,  0,  0,  0,  0,
                                                   17, 17, 17, 17, 17, 17, 17, 17};
 
 template <int MR, int NR>
-inline void VnniTile(const uint8_t* w0, size_t row_bytes, int64_t nb, const VnniActivations& a,
+inline void VnniTile(const uint8_t* w0, size_t row_bytes, int64_t nb, const PackedActivations& a,
                      int64_t i0, float* y, int64_t ldy) {
   const int64_t ldq = a.nbp * kBlock, lds = a.nbp * 8;
   const int8_t* qx = a.q.data() + i0 * ldq;
@@ -259,7 +254,7 @@ inline void VnniTile(const uint8_t* w0, size_t row_bytes, int64_t nb, const Vnni
 }
 
 template <int MR, int NR>
-void VnniRows(const WeightView& w, const VnniActivations& a, int64_t i0, float* y, int64_t ldy,
+void VnniRows(const WeightView& w, const PackedActivations& a, int64_t i0, float* y, int64_t ldy,
               int64_t r0, int64_t r1) {
   const size_t rb = w.row_bytes();
   const int64_t nb = w.in / kBlock;
@@ -517,10 +512,9 @@ void QuantizeActivationsQ8_0(const float* x, int64_t n, int64_t in, BlockQ8_0* x
 void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y, int64_t ldy,
                   int64_t r0, int64_t r1) {
 #if defined(TG_Q8_0_VNNI)
-  thread_local VnniActivations a;
+  thread_local PackedActivations a;
   PackActivations(xq, n, w.in / kBlock, &a);
-  simd::ForActivationRows<4, 8>(
-      n, [&]<int MR, int NR>(int64_t i) { VnniRows<MR, NR>(w, a, i, y + i * ldy, ldy, r0, r1); });
+  GemvQ8_0VnniPacked(w, xq, &a, 0, n, y, ldy, r0, r1);
 #elif defined(TG_SIMD_AVX2)
   thread_local Int16Activations a;
   const size_t rb = w.row_bytes();
@@ -534,6 +528,31 @@ void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y,
 #else
   portable::GemvQ8_0Vnni(w, xq, n, y, ldy, r0, r1);
 #endif
+}
+
+bool PackQ8_0Vnni(const BlockQ8_0* xq, int64_t n, int64_t nb, PackedActivations* packed) {
+#if defined(TG_Q8_0_VNNI)
+  PackActivations(xq, n, nb, packed);
+  return true;
+#else
+  (void)xq, (void)n, (void)nb, (void)packed;
+  return false;
+#endif
+}
+
+void GemvQ8_0VnniPacked(const WeightView& w, const BlockQ8_0* xq, const PackedActivations* packed,
+                        int64_t i0, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+#if defined(TG_Q8_0_VNNI)
+  if (packed != nullptr) {
+    simd::ForActivationRows<4, 8>(n, [&]<int MR, int NR>(int64_t i) {
+      VnniRows<MR, NR>(w, *packed, i0 + i, y + i * ldy, ldy, r0, r1);
+    });
+    return;
+  }
+#else
+  (void)packed;
+#endif
+  GemvQ8_0Vnni(w, xq + i0 * (w.in / kBlock), n, y, ldy, r0, r1);
 }
 
 TG_ISA_END

@@ -225,7 +225,7 @@ void SimdRows(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int
 // cache lines, too short a stream); a tile reads NR rows' blocks per step, and the next tile
 // is prefetched in software, each step as many bytes ahead as it consumes.
 //
-// The activations are repacked in the same byte order (SmallQuantPacked, quant_dot_small.h),
+// The activations are repacked in the same byte order (PackedActivations, quant_dot_small.h),
 // zero-padded to an even block count (zeros contribute exactly 0 whatever the weight byte).
 
 // The integer offset of every weight value of the format (IQ4_NL: its table is stored + 128).
@@ -235,7 +235,7 @@ constexpr int kOffset512 = std::is_same_v<Block, BlockQ4_0>     ? -8
                            : std::is_same_v<Block, BlockIQ4_NL> ? -128
                                                                 : 0;
 
-void PackSmall(const BlockQ8_1* xq, int64_t n, int64_t nb, int offset, SmallQuantPacked* a) {
+void PackSmall(const BlockQ8_1* xq, int64_t n, int64_t nb, int offset, PackedActivations* a) {
   a->nbp = (nb + 1) & ~int64_t{1};
   const size_t lanes = static_cast<size_t>(n * a->nbp * 8);
   // Every lane is written below (no zero fill first: it doubled the stores).
@@ -321,7 +321,7 @@ inline Pair512 DecodePair(const Block* b0, const Block* b1) {
 }
 
 template <typename Block, int MR, int NR>
-inline void Tile512(const Block* w0, int64_t nb, const SmallQuantPacked& a, int64_t i0, float* y,
+inline void Tile512(const Block* w0, int64_t nb, const PackedActivations& a, int64_t i0, float* y,
                     int64_t ldy) {
   const int64_t ldq = a.nbp * kQkSmall, lds = a.nbp * 8;
   const int8_t* qx = a.q.data() + i0 * ldq;
@@ -368,7 +368,7 @@ inline void Tile512(const Block* w0, int64_t nb, const SmallQuantPacked& a, int6
 
 // Activation rows [i0, i0 + n) of a packed call times weight rows [r0, r1); y row i0 first.
 template <typename Block>
-void Rows512(const WeightView& w, const SmallQuantPacked& a, int64_t i0, int64_t n, float* y,
+void Rows512(const WeightView& w, const PackedActivations& a, int64_t i0, int64_t n, float* y,
              int64_t ldy, int64_t r0, int64_t r1) {
   const int64_t nb = w.in / kQkSmall;
   const Block* w0 = reinterpret_cast<const Block*>(w.row(0));
@@ -418,7 +418,7 @@ struct SimdKernel {
   static void Run(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                   int64_t r0, int64_t r1) {
 #if defined(TG_SMALL_512)
-    thread_local SmallQuantPacked a;
+    thread_local PackedActivations a;
     PackSmall(xq, n, w.in / kQkSmall, kOffset512<Block>, &a);
     Rows512<Block>(w, a, 0, n, y, ldy, r0, r1);
 #else
@@ -431,14 +431,14 @@ struct SimdKernel {
 #if defined(TG_SMALL_512)
 template <typename Block>
 struct PackKernel {
-  static void Run(const BlockQ8_1* xq, int64_t n, int64_t nb, SmallQuantPacked* packed) {
+  static void Run(const BlockQ8_1* xq, int64_t n, int64_t nb, PackedActivations* packed) {
     PackSmall(xq, n, nb, kOffset512<Block>, packed);
   }
 };
 
 template <typename Block>
 struct PackedKernel {
-  static void Run(const WeightView& w, const SmallQuantPacked& a, int64_t i0, int64_t n, float* y,
+  static void Run(const WeightView& w, const PackedActivations& a, int64_t i0, int64_t n, float* y,
                   int64_t ldy, int64_t r0, int64_t r1) {
     Rows512<Block>(w, a, i0, n, y, ldy, r0, r1);
   }
@@ -512,7 +512,7 @@ void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, flo
 }
 
 bool PackSmallQuantInt8(WeightType t, const BlockQ8_1* xq, int64_t n, int64_t nb,
-                        SmallQuantPacked* packed) {
+                        PackedActivations* packed) {
 #if defined(TG_SMALL_512)
   if (!HasSmallQuantInt8(t)) return false;
   Dispatch<PackKernel>(t, xq, n, nb, packed);
@@ -524,7 +524,7 @@ bool PackSmallQuantInt8(WeightType t, const BlockQ8_1* xq, int64_t n, int64_t nb
 }
 
 void GemvSmallQuantInt8Packed(const WeightView& w, const BlockQ8_1* xq,
-                              const SmallQuantPacked* packed, int64_t i0, int64_t n, float* y,
+                              const PackedActivations* packed, int64_t i0, int64_t n, float* y,
                               int64_t ldy, int64_t r0, int64_t r1) {
 #if defined(TG_SMALL_512)
   if (packed != nullptr) return Dispatch<PackedKernel>(w.type, w, *packed, i0, n, y, ldy, r0, r1);

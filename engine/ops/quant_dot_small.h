@@ -11,10 +11,10 @@
 #define TEXTGEN_ENGINE_OPS_QUANT_DOT_SMALL_H_
 
 #include <cstdint>
-#include <vector>
 
 #include "engine/format/quant_blocks.h"
 #include "engine/ops/isa_namespace.h"
+#include "engine/ops/packed_activations.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
@@ -34,20 +34,6 @@ struct BlockQ8_1 {
   int8_t qs[kQkSmall];
 };
 
-// One call's activations repacked for the AVX-512 VNNI tiles of quant_dot_small.cc (other
-// levels read BlockQ8_1 as it is), once per call and read by every thread: per pair of blocks
-// 16 int32 lanes, each 4 values of one block (values 16p .. 16p + 15 of block h of the pair in
-// lanes 8p + 4h .. 8p + 4h + 3), the block count padded to even with a zero block:
-//   q [n, nbp * 32] int8; d [n, nbp * 8] F32 (d_x of each lane's block);
-//   c [n, nbp * 8] int32 (the format's offset x the sum of the lane's 4 q_x); s [n, nbp * 8]
-//   F32 (s_x in the block's first lane, 0 elsewhere: the Q4_1 / Q5_1 min term).
-struct SmallQuantPacked {
-  std::vector<int8_t> q;
-  std::vector<float> d, s;
-  std::vector<int32_t> c;
-  int64_t nbp = 0;  // blocks per row, rounded up to even
-};
-
 TG_ISA_BEGIN
 
 // x [n, in] -> xq [n, in / 32] as ggml's x86 quantize_row_q8_0 / q8_1 (the AVX2 code the
@@ -62,16 +48,18 @@ void QuantizeActivationsQ8_1(const float* x, int64_t n, int64_t in, BlockQ8_1* x
 void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                         int64_t r0, int64_t r1);
 
-// The repacking above of xq [n, nb] for weights of type t, when this level's kernels read it
-// (AVX-512 VNNI); false, nothing written, otherwise. Prefill-sized calls pack once instead of
-// once per thread range (16 per call on 2 threads: ~11% of Q4_0 prefill, Ice Lake).
+// xq [n, nb] repacked for weights of type t, when this level's kernels read a packed layout
+// (AVX-512 VNNI: per pair of blocks 16 int32 lanes of 4 values, values 16p .. 16p + 15 of the
+// pair's block h in lanes 8p + 4h .. 8p + 4h + 3, s_x in a block's first lane and 0 in the
+// others); false, nothing written, otherwise. Once per call: per thread range it was ~11% of
+// Q4_0 prefill (Ice Lake).
 bool PackSmallQuantInt8(WeightType t, const BlockQ8_1* xq, int64_t n, int64_t nb,
-                        SmallQuantPacked* packed);
+                        PackedActivations* packed);
 
 // GemvSmallQuantInt8 on activation rows [i0, i0 + n) of a call whose blocks are xq [rows, nb]
 // and, if PackSmallQuantInt8 returned true, packed (else null); y points at row i0's output.
 void GemvSmallQuantInt8Packed(const WeightView& w, const BlockQ8_1* xq,
-                              const SmallQuantPacked* packed, int64_t i0, int64_t n, float* y,
+                              const PackedActivations* packed, int64_t i0, int64_t n, float* y,
                               int64_t ldy, int64_t r0, int64_t r1);
 
 // Portable C++ versions (same integer sums; float summation order may differ), exposed so that

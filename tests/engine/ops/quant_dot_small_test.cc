@@ -136,7 +136,7 @@ TEST_CASE("GemvSmallQuantInt8Packed: one packing per call gives every row range'
   // packed and the unpacked kernel runs), then any activation chunk [i0, i0 + m) and weight row
   // range, with stale bytes in the reused pack from a larger earlier call.
   std::mt19937 rng(35);
-  SmallQuantPacked packed;
+  PackedActivations packed;
   for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
                        WeightType::kIQ4_NL}) {
     INFO(WeightTypeName(t));
