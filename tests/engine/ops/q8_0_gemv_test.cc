@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -183,6 +184,30 @@ TEST_CASE("Q8_0 kernels give bit-identical rows however the call is split") {
     GemvQ8_0Vnni(view, xq.data() + i * (in / 32), 1, one.data() + i * out, out, 0, out);
   }
   CHECK(one == all);
+}
+
+// Linear's path: the activations packed once per call (at the VNNI level; elsewhere nothing is
+// packed and the unpacked kernel runs), then any chunk of activation rows and row range; the
+// reused pack holds stale bytes from a larger earlier call (odd and even block counts).
+TEST_CASE("GemvQ8_0VnniPacked: one packing per call gives every row range's bytes") {
+  std::mt19937 rng(41);
+  PackedActivations packed;
+  for (int trial = 0; trial < 12; ++trial) {
+    const int64_t in = 32 * (1 + rng() % 20), out = 1 + rng() % 45, n = 1 + rng() % 12;
+    const int64_t nb = in / 32;
+    INFO("in " << in << " out " << out << " n " << n);
+    const std::vector<BlockQ8_0> w = RandomBlocks(out * nb, rng(), 0.05f);
+    const std::vector<BlockQ8_0> xq = RandomBlocks(n * nb, rng(), 0.1f);
+    const WeightView view{WeightType::kQ8_0, w.data(), out, in};
+    const bool is_packed = PackQ8_0Vnni(xq.data(), n, nb, &packed);
+    const int64_t i0 = rng() % n, m = 1 + rng() % (n - i0);
+    const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
+    std::vector<float> want(m * out, -1.0f), got(m * out, -1.0f);
+    GemvQ8_0Vnni(view, xq.data() + i0 * nb, m, want.data(), out, r0, r1);
+    GemvQ8_0VnniPacked(view, xq.data(), is_packed ? &packed : nullptr, i0, m, got.data(), out, r0,
+                       r1);
+    CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+  }
 }
 
 // ggml's quantize_row_q8_0_ref, written from its definition.
