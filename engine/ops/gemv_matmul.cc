@@ -49,13 +49,11 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
     xk.resize(static_cast<size_t>(n * nb));
     QuantizeActivationsQ8_K(x, n, in, xk.data());
     const BlockQ8_K* q = xk.data();
-    const bool more = !HasKQuantInt8(w_.type);
+    // Prepared once here for the AVX-512 tiles, not by each thread range.
+    thread_local KQuantPrepared prep;
+    const KQuantPrepared* prepared = PrepareKQuantInt8(w_.type, q, n, nb, &prep) ? &prep : nullptr;
     blocks(nb * sizeof(BlockQ8_K), [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
-      if (more) {
-        GemvKQuantInt8More(w_, q + i0 * nb, i1 - i0, y + i0 * out, out, r0, r1);
-      } else {
-        GemvKQuantInt8(w_, q + i0 * nb, i1 - i0, y + i0 * out, out, r0, r1);
-      }
+      GemvKQuantInt8Prepared(w_, q, prepared, i0, i1 - i0, y + i0 * out, out, r0, r1);
     });
     return absl::OkStatus();
   }

@@ -13,6 +13,8 @@
 #include "engine/ops/amx_tiles.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/cpu_features.h"
+#include "engine/ops/kquant_dot.h"
+#include "engine/ops/packed_activations.h"
 #include "engine/ops/quant_dot_small.h"
 #include "engine/ops/weight.h"
 

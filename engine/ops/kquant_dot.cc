@@ -600,43 +600,66 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
 }
 }  // namespace portable
 
+#if defined(TG_KQUANT_512)
+namespace {
+
+void Prepare512(WeightType t, const BlockQ8_K* xq, int64_t count, KQuantPrepared* p) {
+  const size_t c = static_cast<size_t>(count);
+  if (t == WeightType::kQ4_K || t == WeightType::kQ5_K) {
+    p->xr.resize(c * kQkK);
+    p->xm.resize(c * 8);
+    ReorderForQ4K(xq, count, p->xr.data());
+    MinSumsForQ4K(xq, count, p->xm.data());
+  } else if (t == WeightType::kIQ4_XS) {
+    p->xr.resize(c * kQkK);
+    ReorderForIQ4XS(xq, count, p->xr.data());
+  } else if (t == WeightType::kQ2_K) {
+    p->xm.resize(c * 16);
+    MinSumsForQ2K(xq, count, p->xm.data());
+  }
+}
+
+// Activation rows [i0, i0 + n) of a prepared call.
+void Run512(const WeightView& w, const BlockQ8_K* xq, const KQuantPrepared& p, int64_t i0,
+            int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int64_t nb = w.in / kQkK;
+  switch (w.type) {
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K: {
+      const TileX x = TileX{xq, p.xr.data(), p.xm.data(), nb}.Rows(i0);
+      if (w.type == WeightType::kQ5_K) return Rows512<Q5KTileFn, true>(w, x, n, y, ldy, r0, r1);
+      return Rows512<Q4KTileFn, true>(w, x, n, y, ldy, r0, r1);
+    }
+    case WeightType::kIQ4_XS:
+      return Rows512<IQ4XSTileFn, true>(w, TileX{xq, p.xr.data(), nullptr, nb}.Rows(i0), n, y, ldy,
+                                        r0, r1);
+    case WeightType::kQ6_K:
+      // Multi-row tiles only for prefill-sized calls (the weight block is read from L2 once per
+      // 4 activation rows): Q6_K prefill-128 of stories110M 894-923 -> 940-1044 tok/s (Ice
+      // Lake, 4 interleaved rounds); at n = 4 (beams) they measured no better end to end.
+      return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nullptr, nb}.Rows(i0), n, y, ldy, r0,
+                                       r1, n > 4);
+    case WeightType::kQ3_K:
+      return Rows512<Q3KTileFn, true>(w, TileX{xq, nullptr, nullptr, nb}.Rows(i0), n, y, ldy, r0,
+                                      r1);
+    case WeightType::kQ2_K:
+      return Rows512<Q2KTileFn, true>(w, TileX{xq, nullptr, p.xm.data(), nb, 16}.Rows(i0), n, y,
+                                      ldy, r0, r1);
+    default:
+      return;
+  }
+}
+
+}  // namespace
+#endif  // TG_KQUANT_512
+
 void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
                     int64_t r0, int64_t r1) {
 #if defined(TG_KQUANT_512)
-  const int64_t nb = w.in / kQkK;
-  if (w.type == WeightType::kQ4_K || w.type == WeightType::kQ5_K) {
-    // Reordered activations, per thread (each thread reads them for its whole row range).
-    thread_local std::vector<int8_t> xr;
-    thread_local std::vector<float> xm;
-    xr.resize(static_cast<size_t>(n * nb * kQkK));
-    xm.resize(static_cast<size_t>(n * nb * 8));
-    ReorderForQ4K(xq, n * nb, xr.data());
-    MinSumsForQ4K(xq, n * nb, xm.data());
-    const TileX x{xq, xr.data(), xm.data(), nb};
-    if (w.type == WeightType::kQ5_K) return Rows512<Q5KTileFn, true>(w, x, n, y, ldy, r0, r1);
-    return Rows512<Q4KTileFn, true>(w, x, n, y, ldy, r0, r1);
-  }
-  if (w.type == WeightType::kIQ4_XS) {
-    thread_local std::vector<int8_t> xr;
-    xr.resize(static_cast<size_t>(n * nb * kQkK));
-    ReorderForIQ4XS(xq, n * nb, xr.data());
-    return Rows512<IQ4XSTileFn, true>(w, TileX{xq, xr.data(), nullptr, nb}, n, y, ldy, r0, r1);
-  }
-  if (w.type == WeightType::kQ6_K) {
-    // Multi-row tiles only for prefill-sized calls (the weight block is read from L2 once per
-    // 4 activation rows): Q6_K prefill-128 of stories110M 894-923 -> 940-1044 tok/s (Ice Lake,
-    // 4 interleaved rounds); at n = 4 (beams) they measured no better end to end.
-    return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nullptr, nb}, n, y, ldy, r0, r1, n > 4);
-  }
-  if (w.type == WeightType::kQ3_K) {
-    return Rows512<Q3KTileFn, true>(w, TileX{xq, nullptr, nullptr, nb}, n, y, ldy, r0, r1);
-  }
-  if (w.type == WeightType::kQ2_K) {
-    thread_local std::vector<float> xm;
-    xm.resize(static_cast<size_t>(n * nb * 16));
-    MinSumsForQ2K(xq, n * nb, xm.data());
-    return Rows512<Q2KTileFn, true>(w, TileX{xq, nullptr, xm.data(), nb, 16}, n, y, ldy, r0, r1);
-  }
+  // Prepared per call here (each thread for its own range); Linear prepares once per call.
+  thread_local KQuantPrepared p;
+  Prepare512(w.type, xq, n * (w.in / kQkK), &p);
+  Run512(w, xq, p, 0, n, y, ldy, r0, r1);
 #elif defined(__AVX2__)
   // Q4_K, Q5_K, Q6_K, IQ4_XS: one weight row x up to 4 activation rows per tile.
   if (GemvKQuantTilesAvx2(w, xq, n, y, ldy, r0, r1)) return;
@@ -646,6 +669,40 @@ void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* 
   }
   portable::GemvKQuantInt8(w, xq, n, y, ldy, r0, r1);
 #endif
+}
+
+bool PrepareKQuantInt8(WeightType t, const BlockQ8_K* xq, int64_t n, int64_t nb,
+                       KQuantPrepared* prepared) {
+#if defined(TG_KQUANT_512)
+  switch (t) {
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
+    case WeightType::kQ6_K:
+    case WeightType::kIQ4_XS:
+      Prepare512(t, xq, n * nb, prepared);
+      return true;
+    default:
+      return false;
+  }
+#else
+  (void)t, (void)xq, (void)n, (void)nb, (void)prepared;
+  return false;
+#endif
+}
+
+void GemvKQuantInt8Prepared(const WeightView& w, const BlockQ8_K* xq,
+                            const KQuantPrepared* prepared, int64_t i0, int64_t n, float* y,
+                            int64_t ldy, int64_t r0, int64_t r1) {
+#if defined(TG_KQUANT_512)
+  if (prepared != nullptr) return Run512(w, xq, *prepared, i0, n, y, ldy, r0, r1);
+#else
+  (void)prepared;
+#endif
+  const BlockQ8_K* xi = xq + i0 * (w.in / kQkK);
+  if (HasKQuantInt8(w.type)) return GemvKQuantInt8(w, xi, n, y, ldy, r0, r1);
+  GemvKQuantInt8More(w, xi, n, y, ldy, r0, r1);
 }
 
 TG_ISA_END

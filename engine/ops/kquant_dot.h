@@ -10,12 +10,25 @@
 #define TEXTGEN_ENGINE_OPS_KQUANT_DOT_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/format/quant_blocks.h"
 #include "engine/ops/isa_namespace.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
+
+// A call's Q8_K activations as the AVX-512 K-quant tiles read them, made once per call by the
+// caller's thread and read by every thread range (was per range: 16 times per call on 2
+// threads): xr, the qs reordered per format (Q4_K / Q5_K: 32-value pieces 0 2 1 3 4 6 5 7;
+// IQ4_XS: 16-value halves by nibble plane), [n, nb, 256]; xm, the min terms d_x x bsums
+// (Q4_K / Q5_K: per 32 values, [n, nb, 8]; Q2_K: per 16, [n, nb, 16]). Empty when the format
+// needs neither (Q6_K, Q3_K).
+struct KQuantPrepared {
+  std::vector<int8_t> xr;
+  std::vector<float> xm;
+};
+
 TG_ISA_BEGIN
 
 // True for the weight types GemvKQuantInt8 serves.
@@ -31,6 +44,18 @@ void QuantizeActivationsQ8_K(const float* x, int64_t n, int64_t in, BlockQ8_K* x
 // super-block, then F32: d_x * d_w * sumi - d_x * dmin_w * summins for Q4_K).
 void GemvKQuantInt8(const WeightView& w, const BlockQ8_K* xq, int64_t n, float* y, int64_t ldy,
                     int64_t r0, int64_t r1);
+
+// xq [n, nb] prepared for weights of type t when this level has the AVX-512 K-quant tiles
+// (true, for Q2_K .. Q6_K and IQ4_XS); false, nothing written, otherwise.
+bool PrepareKQuantInt8(WeightType t, const BlockQ8_K* xq, int64_t n, int64_t nb,
+                       KQuantPrepared* prepared);
+
+// The call's kernel (GemvKQuantInt8, or GemvKQuantInt8More for the types it serves) on
+// activation rows [i0, i0 + n) of xq [rows, nb], from `prepared` if PrepareKQuantInt8 returned
+// true (else null); y points at row i0's output.
+void GemvKQuantInt8Prepared(const WeightView& w, const BlockQ8_K* xq,
+                            const KQuantPrepared* prepared, int64_t i0, int64_t n, float* y,
+                            int64_t ldy, int64_t r0, int64_t r1);
 
 // The portable versions (bit-identical quantization; the same dot products up to F32 summation
 // order), exposed so that the tests compare every path the build has.

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/ops/kquant_dot_more.h"
 #include "tests/engine/ops/kquant_check.h"
 #include "tests/engine/ops/ops_test_util.h"
 #include "tests/engine/ops/quant_test_util.h"
@@ -71,6 +72,41 @@ TEST_CASE("GemvKQuantInt8 against dequantize-then-F32, row ranges, SIMD = portab
                                portable::GemvKQuantInt8);
     }
   }
+}
+
+TEST_CASE("GemvKQuantInt8Prepared: one preparation per call gives every row range's bytes") {
+  // Linear's path: the Q8_K activations prepared once per call (at the VNNI levels; elsewhere
+  // nothing is prepared and the unprepared kernels run), then any chunk of activation rows and
+  // weight row range, with stale bytes in the reused buffers from a larger earlier call.
+  std::mt19937 rng(43);
+  KQuantPrepared prepared;
+  for (WeightType t : {WeightType::kQ2_K, WeightType::kQ3_K, WeightType::kQ4_K, WeightType::kQ5_K,
+                       WeightType::kQ6_K, WeightType::kIQ4_XS}) {
+    INFO(WeightTypeName(t));
+    for (int trial = 0; trial < 6; ++trial) {
+      const int64_t in = 256 * (1 + rng() % 4), out = 1 + rng() % 45, n = 1 + rng() % 12;
+      const int64_t nb = in / 256;
+      INFO("in " << in << " out " << out << " n " << n);
+      const std::vector<uint8_t> data = testing::RandomQuantRows(t, out, in, rng());
+      const std::vector<float> x = testing::Random(n * in, rng());
+      std::vector<BlockQ8_K> xq(n * nb);
+      QuantizeActivationsQ8_K(x.data(), n, in, xq.data());
+      const WeightView w{t, data.data(), out, in};
+      const bool is_prepared = PrepareKQuantInt8(t, xq.data(), n, nb, &prepared);
+      const int64_t i0 = rng() % n, m = 1 + rng() % (n - i0);
+      const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
+      std::vector<float> want(m * out, -1.0f), got(m * out, -1.0f);
+      if (HasKQuantInt8(t)) {
+        GemvKQuantInt8(w, xq.data() + i0 * nb, m, want.data(), out, r0, r1);
+      } else {
+        GemvKQuantInt8More(w, xq.data() + i0 * nb, m, want.data(), out, r0, r1);
+      }
+      GemvKQuantInt8Prepared(w, xq.data(), is_prepared ? &prepared : nullptr, i0, m, got.data(),
+                             out, r0, r1);
+      CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+    }
+  }
+  CHECK_FALSE(PrepareKQuantInt8(WeightType::kQ8_0, nullptr, 0, 0, &prepared));
 }
 
 }  // namespace kquant_dot_test
