@@ -458,15 +458,23 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
   // saves. Was 16k: beam 4 on stories110M, whose 4 decode rows stayed on one thread until ~340
   // slots, measured 3% faster per token with 2k (the worker only spun meanwhile).
   const int threads = work * c.n_heads >= (int64_t{2} << 10) ? ops::NumThreads() : 1;
+  // Fewer rows than threads (one stream's decode): each row's kv heads in parts, so that its
+  // attention runs on every thread instead of the caller's alone. Every head is computed as in
+  // a whole-row call (PagedAttention's head ranges), so the split changes no bit.
+  const int64_t rows = static_cast<int64_t>(s.jobs.size());
+  const int64_t parts =
+      rows < threads ? std::min<int64_t>(c.n_kv_heads, (2 * threads + rows - 1) / rows) : 1;
   std::atomic<bool> failed{false};
-  ops::ParallelForEach(static_cast<int64_t>(s.jobs.size()), threads, [&](int64_t j) {
-    const AttentionJob& job = s.jobs[j];
+  ops::ParallelForEach(rows * parts, threads, [&](int64_t j) {
+    const AttentionJob& job = s.jobs[j / parts];
+    const int64_t part = j % parts;
+    const ops::KvHeadRange heads{c.n_kv_heads * part / parts, c.n_kv_heads * (part + 1) / parts};
     const SeqBlocks& sb = s.seq_blocks[job.seq];
     const float* q = &s.q[job.row * q_dim];
     float* out = &s.attn[job.row * q_dim];
     const absl::Status st =
-        bf16 ? ops::PagedAttention(shape, q, sb.k16, sb.v16, job.n_ctx, out, job.start)
-             : ops::PagedAttention(shape, q, sb.k, sb.v, job.n_ctx, out, job.start);
+        bf16 ? ops::PagedAttention(shape, q, sb.k16, sb.v16, job.n_ctx, out, job.start, heads)
+             : ops::PagedAttention(shape, q, sb.k, sb.v, job.n_ctx, out, job.start, heads);
     if (!st.ok()) {
       failed.store(true, std::memory_order_relaxed);
     }

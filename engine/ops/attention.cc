@@ -11,7 +11,7 @@ namespace {
 template <typename T>
 absl::Status Check(const AttentionShape& shape, const float* q, absl::Span<const T* const> k_blocks,
                    absl::Span<const T* const> v_blocks, int64_t n_ctx, const float* out,
-                   int64_t start) {
+                   int64_t start, KvHeadRange heads) {
   if (shape.n_heads < 1 || shape.n_kv_heads < 1 || shape.head_dim < 1 || shape.block_size < 1 ||
       shape.n_heads % shape.n_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -30,6 +30,11 @@ absl::Status Check(const AttentionShape& shape, const float* q, absl::Span<const
       std::isinf(shape.softcap)) {
     return absl::InvalidArgumentError(
         absl::StrCat("PagedAttention: bad scale=", shape.scale, " softcap=", shape.softcap));
+  }
+  if (heads.begin < 0 || heads.end < 0 || heads.end > shape.n_kv_heads ||
+      (heads.end > 0 && heads.begin >= heads.end) || (heads.end == 0 && heads.begin != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("PagedAttention: kv heads [", heads.begin, ", ",
+                                                   heads.end, ") of ", shape.n_kv_heads));
   }
   const int64_t need = (n_ctx + shape.block_size - 1) / shape.block_size;
   if (static_cast<int64_t>(k_blocks.size()) < need ||
@@ -51,18 +56,26 @@ absl::Status Check(const AttentionShape& shape, const float* q, absl::Span<const
 absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const float* const> k_blocks,
                             absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out,
-                            int64_t start) {
-  if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out, start); !s.ok()) return s;
-  internal::PagedAttentionKernel(shape, q, k_blocks.data(), v_blocks.data(), n_ctx, out, start);
+                            int64_t start, KvHeadRange heads) {
+  if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out, start, heads); !s.ok()) {
+    return s;
+  }
+  const int64_t end = heads.end > 0 ? heads.end : shape.n_kv_heads;
+  internal::PagedAttentionKernel(shape, q, k_blocks.data(), v_blocks.data(), n_ctx, out, start,
+                                 heads.begin, end);
   return absl::OkStatus();
 }
 
 absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const uint16_t* const> k_blocks,
                             absl::Span<const uint16_t* const> v_blocks, int64_t n_ctx, float* out,
-                            int64_t start) {
-  if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out, start); !s.ok()) return s;
-  internal::PagedAttentionKernel(shape, q, k_blocks.data(), v_blocks.data(), n_ctx, out, start);
+                            int64_t start, KvHeadRange heads) {
+  if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out, start, heads); !s.ok()) {
+    return s;
+  }
+  const int64_t end = heads.end > 0 ? heads.end : shape.n_kv_heads;
+  internal::PagedAttentionKernel(shape, q, k_blocks.data(), v_blocks.data(), n_ctx, out, start,
+                                 heads.begin, end);
   return absl::OkStatus();
 }
 

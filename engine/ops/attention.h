@@ -34,16 +34,25 @@ struct AttentionShape {
   float softcap = 0.0f;
 };
 
+// KV heads [begin, end) of a call; end = 0 means all (n_kv_heads).
+struct KvHeadRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
 // out[n_heads, head_dim] = softmax(cap(scale · q · Kᵀ)) · V per query head, over slots
 // [start, n_ctx). q [n_heads, head_dim]; k_blocks are Kᵀ tiles, v_blocks row-major V tiles (above).
 // Blocks beyond ceil(n_ctx / block_size) are not read. Scores and softmax in float (exponential sum
 // in double). Thread-safe (per-thread scratch). InvalidArgument for bad shapes, n_ctx < 1, fewer
-// blocks than n_ctx needs, null pointers, start outside [0, n_ctx). Blocks wholly before
-// `start` are not read.
+// blocks than n_ctx needs, null pointers, start outside [0, n_ctx), a bad head range. Blocks
+// wholly before `start` are not read.
+// heads: only kv heads [begin, end) and their query heads are computed (the rows of out of
+// the other heads are not touched), each exactly as in a call over all heads: a caller can
+// split one token's heads across threads (decode of a single sequence) without changing a bit.
 absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const float* const> k_blocks,
                             absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out,
-                            int64_t start = 0);
+                            int64_t start = 0, KvHeadRange heads = {});
 
 // The same over a BF16 cache: the tiles (same layouts) hold BF16 bit patterns, which are
 // widened to F32 exactly as they are loaded; scores, softmax and sums are the F32 version's
@@ -52,7 +61,7 @@ absl::Status PagedAttention(const AttentionShape& shape, const float* q,
 absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const uint16_t* const> k_blocks,
                             absl::Span<const uint16_t* const> v_blocks, int64_t n_ctx, float* out,
-                            int64_t start = 0);
+                            int64_t start = 0, KvHeadRange heads = {});
 
 }  // namespace textgen::ops
 

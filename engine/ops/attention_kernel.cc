@@ -472,7 +472,8 @@ void WeightedSum(const float* p, int64_t group, int64_t n_ctx, const T* const* v
 
 template <typename T>
 void Attend(const AttentionShape& shape, const float* q, const T* const* k_blocks,
-            const T* const* v_blocks, int64_t n_ctx, float* out, int64_t start) {
+            const T* const* v_blocks, int64_t n_ctx, float* out, int64_t start, int64_t kv_begin,
+            int64_t kv_end) {
   const int64_t hd = shape.head_dim;
   const int64_t bs = shape.block_size;
   const int64_t group = shape.n_heads / shape.n_kv_heads;
@@ -491,7 +492,7 @@ void Attend(const AttentionShape& shape, const float* q, const T* const* k_block
   scores.resize(static_cast<size_t>(group * n));
   max.resize(static_cast<size_t>(group));
 
-  for (int64_t h = 0; h < shape.n_kv_heads; ++h) {
+  for (int64_t h = kv_begin; h < kv_end; ++h) {
     // Both tiles of kv head h start here: K^T [hd, bs] and V [bs, hd] have the same size.
     const int64_t offset = h * bs * hd;
     ScoreRows(q + h * group * hd, group, hd, k_blocks, offset, bs, n, scale, scores.data(),
@@ -521,14 +522,16 @@ void Attend(const AttentionShape& shape, const float* q, const T* const* k_block
 }  // namespace
 
 void PagedAttentionKernel(const AttentionShape& shape, const float* q, const float* const* k_blocks,
-                          const float* const* v_blocks, int64_t n_ctx, float* out, int64_t start) {
-  Attend(shape, q, k_blocks, v_blocks, n_ctx, out, start);
+                          const float* const* v_blocks, int64_t n_ctx, float* out, int64_t start,
+                          int64_t kv_begin, int64_t kv_end) {
+  Attend(shape, q, k_blocks, v_blocks, n_ctx, out, start, kv_begin, kv_end);
 }
 
 void PagedAttentionKernel(const AttentionShape& shape, const float* q,
                           const uint16_t* const* k_blocks, const uint16_t* const* v_blocks,
-                          int64_t n_ctx, float* out, int64_t start) {
-  Attend(shape, q, k_blocks, v_blocks, n_ctx, out, start);
+                          int64_t n_ctx, float* out, int64_t start, int64_t kv_begin,
+                          int64_t kv_end) {
+  Attend(shape, q, k_blocks, v_blocks, n_ctx, out, start, kv_begin, kv_end);
 }
 
 TG_ISA_END

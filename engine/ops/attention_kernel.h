@@ -10,13 +10,15 @@
 namespace textgen::ops::internal {
 TG_ISA_BEGIN
 
-// As PagedAttention (F32 or BF16 tiles), with k_blocks/v_blocks holding at least
-// ceil(n_ctx / block_size) pointers, valid from block start / block_size on.
+// As PagedAttention (F32 or BF16 tiles) for kv heads [kv_begin, kv_end), with k_blocks/v_blocks
+// holding at least ceil(n_ctx / block_size) pointers, valid from block start / block_size on.
 void PagedAttentionKernel(const AttentionShape& shape, const float* q, const float* const* k_blocks,
-                          const float* const* v_blocks, int64_t n_ctx, float* out, int64_t start);
+                          const float* const* v_blocks, int64_t n_ctx, float* out, int64_t start,
+                          int64_t kv_begin, int64_t kv_end);
 void PagedAttentionKernel(const AttentionShape& shape, const float* q,
                           const uint16_t* const* k_blocks, const uint16_t* const* v_blocks,
-                          int64_t n_ctx, float* out, int64_t start);
+                          int64_t n_ctx, float* out, int64_t start, int64_t kv_begin,
+                          int64_t kv_end);
 
 TG_ISA_END
 }  // namespace textgen::ops::internal

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -190,6 +191,69 @@ TEST_CASE("PagedAttention with a window start, a scale and soft-capping matches 
   bad.softcap = -1.0f;
   CHECK(PagedAttention(bad, q.data(), blocks, blocks, 8, out.data()).code() ==
         absl::StatusCode::kInvalidArgument);
+}
+
+// A token's kv heads split into ranges (the model's single-stream decode on several threads):
+// every head's output bytes as in the whole call, F32 and BF16 tiles, rows of other heads not
+// touched, and bad ranges refused.
+TEST_CASE("PagedAttention over kv head ranges gives the whole call's bytes") {
+  for (const AttentionShape& shape :
+       {AttentionShape{.n_heads = 12, .n_kv_heads = 12, .head_dim = 16, .block_size = 16},
+        AttentionShape{.n_heads = 8, .n_kv_heads = 2, .head_dim = 32, .block_size = 8},
+        AttentionShape{
+            .n_heads = 6, .n_kv_heads = 3, .head_dim = 12, .block_size = 7, .softcap = 0.5f}}) {
+    INFO("heads " << shape.n_heads << " kv " << shape.n_kv_heads);
+    const int64_t n_ctx = 75, start = shape.softcap > 0 ? 10 : 0;
+    Pool pool;
+    pool.shape = shape;
+    const int64_t n_blocks = (n_ctx + shape.block_size - 1) / shape.block_size;
+    pool.data = Random(n_blocks * pool.BlockFloats(), 5, -2.0f, 2.0f);
+    std::vector<uint16_t> data16(pool.data.size());
+    for (size_t i = 0; i < data16.size(); ++i) data16[i] = F32ToBF16(pool.data[i]);
+    std::vector<const float*> kb, vb;
+    std::vector<const uint16_t*> kb16, vb16;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      kb.push_back(pool.K(b, 0));
+      vb.push_back(pool.V(b, 0));
+      kb16.push_back(data16.data() + (kb.back() - pool.data.data()));
+      vb16.push_back(data16.data() + (vb.back() - pool.data.data()));
+    }
+    const std::vector<float> q = Random(shape.n_heads * shape.head_dim, 6, -3.0f, 3.0f);
+    std::vector<float> whole(q.size()), whole16(q.size());
+    REQUIRE(PagedAttention(shape, q.data(), kb, vb, n_ctx, whole.data(), start).ok());
+    REQUIRE(PagedAttention(shape, q.data(), kb16, vb16, n_ctx, whole16.data(), start).ok());
+    const int64_t per_kv = shape.n_heads / shape.n_kv_heads * shape.head_dim;
+    for (int64_t parts = 1; parts <= shape.n_kv_heads; ++parts) {
+      std::vector<float> split(q.size(), NAN), split16(q.size(), NAN);
+      for (int64_t p = 0; p < parts; ++p) {
+        const KvHeadRange heads{shape.n_kv_heads * p / parts, shape.n_kv_heads * (p + 1) / parts};
+        // Each part into a buffer of NaNs: outside its heads' rows it must write nothing.
+        std::vector<float> part(q.size(), NAN), part16(q.size(), NAN);
+        REQUIRE(PagedAttention(shape, q.data(), kb, vb, n_ctx, part.data(), start, heads).ok());
+        REQUIRE(
+            PagedAttention(shape, q.data(), kb16, vb16, n_ctx, part16.data(), start, heads).ok());
+        for (int64_t i = 0; i < static_cast<int64_t>(part.size()); ++i) {
+          const bool inside = i >= heads.begin * per_kv && i < heads.end * per_kv;
+          if (inside) {
+            split[i] = part[i];
+            split16[i] = part16[i];
+          } else {
+            REQUIRE(std::isnan(part[i]));
+            REQUIRE(std::isnan(part16[i]));
+          }
+        }
+      }
+      INFO(parts << " parts");
+      CHECK(std::memcmp(split.data(), whole.data(), whole.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(split16.data(), whole16.data(), whole16.size() * sizeof(float)) == 0);
+    }
+    std::vector<float> out(q.size());
+    for (const KvHeadRange bad : {KvHeadRange{-1, 1}, KvHeadRange{0, shape.n_kv_heads + 1},
+                                  KvHeadRange{1, 1}, KvHeadRange{2, 1}, KvHeadRange{1, 0}}) {
+      CHECK(PagedAttention(shape, q.data(), kb, vb, n_ctx, out.data(), 0, bad).code() ==
+            absl::StatusCode::kInvalidArgument);
+    }
+  }
 }
 
 // The shapes of the F32 test, fewer lengths: BF16 tiles go through the same kernels.
