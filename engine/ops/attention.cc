@@ -51,12 +51,11 @@ absl::Status Check(const AttentionShape& shape, const float* q, absl::Span<const
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status PagedAttention(const AttentionShape& shape, const float* q,
-                            absl::Span<const float* const> k_blocks,
-                            absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out,
-                            int64_t start, KvHeadRange heads) {
+// Both cache types: the checks, then the kernel over the requested kv heads.
+template <typename T>
+absl::Status Attention(const AttentionShape& shape, const float* q,
+                       absl::Span<const T* const> k_blocks, absl::Span<const T* const> v_blocks,
+                       int64_t n_ctx, float* out, int64_t start, KvHeadRange heads) {
   if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out, start, heads); !s.ok()) {
     return s;
   }
@@ -66,17 +65,20 @@ absl::Status PagedAttention(const AttentionShape& shape, const float* q,
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status PagedAttention(const AttentionShape& shape, const float* q,
+                            absl::Span<const float* const> k_blocks,
+                            absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out,
+                            int64_t start, KvHeadRange heads) {
+  return Attention(shape, q, k_blocks, v_blocks, n_ctx, out, start, heads);
+}
+
 absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const uint16_t* const> k_blocks,
                             absl::Span<const uint16_t* const> v_blocks, int64_t n_ctx, float* out,
                             int64_t start, KvHeadRange heads) {
-  if (absl::Status s = Check(shape, q, k_blocks, v_blocks, n_ctx, out, start, heads); !s.ok()) {
-    return s;
-  }
-  const int64_t end = heads.end > 0 ? heads.end : shape.n_kv_heads;
-  internal::PagedAttentionKernel(shape, q, k_blocks.data(), v_blocks.data(), n_ctx, out, start,
-                                 heads.begin, end);
-  return absl::OkStatus();
+  return Attention(shape, q, k_blocks, v_blocks, n_ctx, out, start, heads);
 }
 
 }  // namespace textgen::ops
