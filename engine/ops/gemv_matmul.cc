@@ -1,5 +1,7 @@
 #include "engine/ops/gemv_matmul.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -8,6 +10,7 @@
 #include "engine/ops/gemv_bf16_dot.h"
 #include "engine/ops/gemv_blocking.h"
 #include "engine/ops/gemv_float.h"
+#include "engine/ops/half.h"
 #include "engine/ops/kquant_dot.h"
 #include "engine/ops/kquant_dot_more.h"
 #include "engine/ops/q8_0_gemv.h"
@@ -16,6 +19,21 @@
 #include "engine/ops/threading.h"
 
 namespace textgen::ops {
+namespace {
+
+// dst[i] = the F32 value of BF16 src[i] (exact).
+void WidenBf16(const uint16_t* src, int64_t count, float* dst) {
+  int64_t i = 0;
+#if defined(__AVX2__)
+  for (; i + 8 <= count; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+  }
+#endif
+  for (; i < count; ++i) dst[i] = half::Bf16ToF32(src[i]);
+}
+
+}  // namespace
 
 absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
   const int64_t out = w_.out, in = w_.in;
@@ -78,6 +96,18 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
     xb.resize(static_cast<size_t>(n * in));
     ToBf16Activations(x, n * in, xb.data());
     const uint16_t* b = xb.data();
+    if (bf16_dot_in_f32_) {
+      // Widened back to F32 (exact) once per call, xf [n, in]: the products of GemvBf16's F32
+      // FMAs are then exact BF16 x BF16 products, as VDPBF16PS's are.
+      thread_local std::vector<float> xf;
+      xf.resize(static_cast<size_t>(n * in));
+      WidenBf16(b, n * in, xf.data());
+      const float* f = xf.data();  // not xf in the lambda: a worker would see its own copy
+      blocks(in * 4, [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
+        GemvBf16(w_, f + i0 * in, i1 - i0, y + i0 * out, out, r0, r1);
+      });
+      return absl::OkStatus();
+    }
     blocks(in * 4, [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
       GemvBf16Dot(w_, b + i0 * in, i1 - i0, y + i0 * out, out, r0, r1);
     });
@@ -110,9 +140,10 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
 }
 
 std::string GemvMatmul::Name() const {
-  return absl::StrCat(
-      "gemv:", WeightTypeName(w_.type),
-      Vnni() || KQuantInt8() || SmallQuantInt8() ? ":vnni" : (Bf16Dot() ? ":bf16" : ":f32"));
+  return absl::StrCat("gemv:", WeightTypeName(w_.type),
+                      Vnni() || KQuantInt8() || SmallQuantInt8()
+                          ? ":vnni"
+                          : (Bf16Dot() ? (bf16_dot_in_f32_ ? ":bf16-in-f32" : ":bf16") : ":f32"));
 }
 
 }  // namespace textgen::ops

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/ops/kernel_select.h"
 #include "engine/ops/kquant_dot.h"
 #include "engine/ops/kquant_dot_more.h"
 #include "engine/ops/linear_options.h"
@@ -29,9 +30,17 @@ class GemvMatmul final : public MatmulKernel {
   // activations quantized to Q8_K per call (engine/ops/kquant_dot.h, kquant_dot_more.h), Q4_0,
   // Q4_1, Q5_0, Q5_1 and IQ4_NL int8 dot products with Q8_0 / Q8_1 activations
   // (engine/ops/quant_dot_small.h), and BF16 weights the BF16 dot-product kernel (activations
-  // rounded to BF16 per call); every other combination multiplies in F32.
+  // rounded to BF16 per call: VDPBF16PS, or F32 FMAs on the activations widened back to F32
+  // when `bf16_dot_in_f32`, by default the process's Bf16DotInF32()); every other combination
+  // multiplies in F32.
   GemvMatmul(const WeightView& w, LinearCompute compute, int64_t parallel_min_bytes)
-      : w_(w), compute_(compute), parallel_min_bytes_(parallel_min_bytes) {}
+      : GemvMatmul(w, compute, parallel_min_bytes, Bf16DotInF32()) {}
+  GemvMatmul(const WeightView& w, LinearCompute compute, int64_t parallel_min_bytes,
+             bool bf16_dot_in_f32)
+      : w_(w),
+        compute_(compute),
+        parallel_min_bytes_(parallel_min_bytes),
+        bf16_dot_in_f32_(bf16_dot_in_f32) {}
 
   absl::Status Run(const float* x, int64_t n, float* y) const override;
   std::string Name() const override;
@@ -52,6 +61,7 @@ class GemvMatmul final : public MatmulKernel {
   WeightView w_;
   LinearCompute compute_;
   int64_t parallel_min_bytes_;
+  bool bf16_dot_in_f32_;
 };
 
 }  // namespace textgen::ops

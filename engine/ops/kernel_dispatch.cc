@@ -104,6 +104,14 @@ Selection Select() {
     s.table = kTables[0];
   }
   s.choice.level = s.table->level;
+  const char* dot = std::getenv("TEXTGEN_BF16_DOT");
+  absl::StatusOr<bool> in_f32 =
+      internal::Bf16DotInF32For(s.table->required.avx512_bf16, dot == nullptr ? "" : dot);
+  if (in_f32.ok()) {
+    s.choice.bf16_dot_in_f32 = *in_f32;
+  } else if (s.status.ok()) {
+    s.status = in_f32.status();
+  }
   if (!s.status.ok()) spdlog::error("kernel selection: {}", std::string(s.status.message()));
   return s;
 }
@@ -143,20 +151,38 @@ absl::StatusOr<KernelChoice> ChooseKernels() {
   return s.choice;
 }
 
+bool Bf16DotInF32() {
+  const absl::StatusOr<KernelChoice> choice = ChooseKernels();
+  return !choice.ok() || choice->bf16_dot_in_f32;
+}
+
 bool BatchInvariantByDefault() {
   const absl::StatusOr<KernelChoice> choice = ChooseKernels();
-  return choice.ok() && (choice->level == "avx512" || choice->level == "avx512vnni");
+  return choice.ok() && internal::BatchInvariantByDefaultAt(choice->level);
 }
 
 std::string DescribeKernels(const KernelChoice& c) {
   std::string out = absl::StrCat("kernels: ", c.level, " (built: ", absl::StrJoin(c.built, " "),
                                  "; cpu: ", absl::StrJoin(c.cpu.Names(), " "));
   if (!c.cap.empty()) absl::StrAppend(&out, "; TEXTGEN_MAX_ISA=", c.cap);
+  absl::StrAppend(&out, "; bf16 dot products: ", c.bf16_dot_in_f32 ? "f32 fma" : "vdpbf16ps");
   for (const std::string& note : c.notes) absl::StrAppend(&out, "; ", note);
   return out + ")";
 }
 
 namespace internal {
+
+absl::StatusOr<bool> Bf16DotInF32For(bool level_has_dpbf16, std::string_view env) {
+  if (env.empty() || env == "auto") return !level_has_dpbf16;
+  if (env == "f32") return true;
+  if (env == "vdpbf16ps") return !level_has_dpbf16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("TEXTGEN_BF16_DOT=", std::string(env), " is not one of: auto, vdpbf16ps, f32"));
+}
+
+bool BatchInvariantByDefaultAt(std::string_view level) {
+  return level == "avx512" || level == "avx512vnni" || level == "avx512bf16";
+}
 
 bool FeaturesCover(const CpuFeatures& have, const CpuFeatures& need) {
   return MissingFeatures(need, have).empty();

@@ -27,6 +27,9 @@ struct KernelChoice {
   std::string cap;                 // TEXTGEN_MAX_ISA, empty when unset
   std::vector<std::string> notes;  // why higher built levels were passed over
   CpuFeatures cpu;                 // what CPUID and XGETBV report
+  // BF16 x BF16 dot products (compute bf16 on BF16 weights outside AMX) as F32 FMAs on
+  // weights widened in registers rather than VDPBF16PS: see Bf16DotInF32().
+  bool bf16_dot_in_f32 = true;
 };
 
 // The process's choice (made once, at the first call of this or of any kernel). Fails with
@@ -38,12 +41,21 @@ absl::StatusOr<KernelChoice> ChooseKernels();
 std::string DescribeKernels(const KernelChoice& choice);
 
 // Whether Linear should be batch-invariant when the user leaves it to us (--batch-invariant
-// auto): true at the avx512 and avx512vnni levels, where the invariant row-streaming kernels
-// measured as fast as or faster than oneDNN for many rows (README: Batch invariance); false at
-// avx2 (measured 1.4-10x slower prefill: no many-row AVX2 K-quant tiles yet) and at avx512bf16
-// and amx (native BF16 oneDNN / AMX tiles for many rows: the cost there is unmeasured), and
-// false when the choice failed.
+// auto): BatchInvariantByDefaultAt(the chosen level), false when the choice failed.
 bool BatchInvariantByDefault();
+
+// How --compute bf16 multiplies BF16 weights where AMX does not (the avx512bf16 level, and
+// every level below it): true when the activations, rounded to BF16, are widened back to F32
+// once per call and multiplied in F32 FMAs with the weights widened in registers; false when
+// VDPBF16PS does it. The products are exact either way; the sums differ in order, so the
+// choice is made once per process (for every row count: batch invariance). `auto` takes
+// VDPBF16PS where the level has it. On Intel cores VDPBF16PS issues at half the rate of
+// VFMADDPS (Emerald Rapids: 0.45 against 1.86 per cycle), so there the F32 form is faster for
+// many rows (prefill +10-20%) but slower for decode of one stream (-15%: the widening kernel
+// does not reach the bandwidth bound), measured in the README. TEXTGEN_BF16_DOT=auto|vdpbf16ps|
+// f32 overrides (vdpbf16ps needs a level with AVX512-BF16; below one it means f32). True when
+// the kernel choice failed.
+bool Bf16DotInF32();
 
 // The names TEXTGEN_MAX_ISA accepts, lowest first.
 std::vector<std::string> IsaLevelNames();
@@ -53,6 +65,18 @@ std::vector<std::string> IsaLevelNames();
 absl::StatusOr<CpuFeatures> IsaLevelFeatures(std::string_view name);
 
 namespace internal {
+
+// The --batch-invariant auto rule per kernel level: true at avx512, avx512vnni and avx512bf16,
+// where the invariant row-streaming kernels measured as fast as or faster than oneDNN for many
+// rows in the default bf16 mode (README: Batch invariance); false at avx2 (F32 and Q8_0
+// prefill-sized calls 1.2-1.9x slower), at amx (AMX tiles serve prefill; unmeasured with
+// invariance) and for a one-level build named after its CPU ("native": unmeasured).
+bool BatchInvariantByDefaultAt(std::string_view level);
+
+// The Bf16DotInF32 rule: `level_has_dpbf16` (the chosen level has AVX512-BF16) and the
+// TEXTGEN_BF16_DOT value (empty = auto). InvalidArgument for a value other than auto, vdpbf16ps
+// and f32.
+absl::StatusOr<bool> Bf16DotInF32For(bool level_has_dpbf16, std::string_view env);
 
 // True when every extension `need` has is in `have`.
 bool FeaturesCover(const CpuFeatures& have, const CpuFeatures& need);

@@ -274,8 +274,8 @@ TEST_CASE("textgen-server --batch-invariant takes auto, on or off, flag or envir
   CHECK_THAT(help.out, Catch::Contains("--batch-invariant auto|on|off"));
 
   // auto follows the kernel level this machine runs (ops::BatchInvariantByDefault: on at
-  // avx512/avx512vnni, off elsewhere); a flag overrides it. (Not pinned with TEXTGEN_MAX_ISA:
-  // the sanitizer builds hold one kernel level only.)
+  // avx512/avx512vnni/avx512bf16, off elsewhere); a flag overrides it. (Not pinned with
+  // TEXTGEN_MAX_ISA: the sanitizer builds hold one kernel level only.)
   const std::string automatic = ops::BatchInvariantByDefault() ? "on" : "off";
   for (const std::string value : {"auto", "on", "off"}) {
     ServerProcessOptions o;
@@ -285,6 +285,17 @@ TEST_CASE("textgen-server --batch-invariant takes auto, on or off, flag or envir
     CHECK_THAT(s.Log(), Catch::Contains("batch-invariant matmuls: " +
                                         (value == "auto" ? automatic : value)));
   }
+}
+
+TEST_CASE("textgen-server refuses an unknown TEXTGEN_BF16_DOT with the values it takes",
+          "[server][lifecycle]") {
+  const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
+  REQUIRE(bin_dir != nullptr);
+  CommandResult bad = RunCommand("TEXTGEN_BF16_DOT=bf16 " + std::string(bin_dir) +
+                                 "/textgen-server --listen 127.0.0.1:0 --model " + ModelsDir() +
+                                 "/stories260K.gguf 2>&1");
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.out, Catch::Contains("TEXTGEN_BF16_DOT=bf16 is not one of: auto, vdpbf16ps, f32"));
 }
 
 TEST_CASE("TEXTGEN_ variables configure the server, flags beat them, bad ones exit 2",

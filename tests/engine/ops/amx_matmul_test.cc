@@ -32,13 +32,8 @@ void CheckAgainstReference(const std::vector<float>& x, const std::vector<uint16
   int64_t bad = 0;
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t r = 0; r < out; ++r) {
-      double ref = 0, mag = 0;
-      for (int64_t k = 0; k < in; ++k) {
-        const double p =
-            static_cast<double>(half::Bf16ToF32(xb[i * in + k])) * half::Bf16ToF32(w[r * in + k]);
-        ref += p;
-        mag += std::fabs(p);
-      }
+      double mag = 0;
+      const double ref = testing::Bf16DotReference(xb.data() + i * in, w.data() + r * in, in, &mag);
       const double err = std::fabs(y[i * out + r] - ref);  // NaN if y was never written
       if (!(err <= 1e-5 * mag + 1e-30) && bad++ < 5) {
         INFO("n " << n << " out " << out << " in " << in << " y[" << i << ", " << r

@@ -3,9 +3,12 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "engine/ops/gemv_matmul.h"
 #include "engine/ops/half.h"
+#include "engine/ops/threading.h"
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
@@ -55,19 +58,59 @@ TEST_CASE("GemvBf16Dot equals the exact product of the BF16 values on row ranges
             CHECK(y[i * ldy + r] == -7.0f);  // outside the range: untouched
             continue;
           }
-          double ref = 0, mag = 0;
-          for (int64_t k = 0; k < in; ++k) {
-            const double p = static_cast<double>(half::Bf16ToF32(x[i * in + k])) *
-                             half::Bf16ToF32(w[r * in + k]);
-            ref += p;
-            mag += std::fabs(p);
-          }
+          double mag = 0;
+          const double ref =
+              testing::Bf16DotReference(x.data() + i * in, w.data() + r * in, in, &mag);
           INFO("in " << in << " n " << n << " row " << r);
           CHECK(std::fabs(y[i * ldy + r] - ref) <= 1e-6 * mag + 1e-30);
         }
       }
     }
   }
+}
+
+TEST_CASE("GemvMatmul's two forms of BF16 dot products: exact products, invariant rows") {
+  // VDPBF16PS (where the level has it) and F32 FMAs on widened activations (every level):
+  // each must give exact BF16 x BF16 products summed in F32, and each row's bytes must not
+  // depend on the row count, the row's place or the thread count (Bf16DotInF32 picks one per
+  // process; the other is reached only here).
+  const int64_t out = 75, in = 520, rows = 40;
+  const std::vector<float> wf = Random(out * in, 21);
+  std::vector<uint16_t> w(out * in);
+  ToBf16Activations(wf.data(), out * in, w.data());
+  const WeightView view{WeightType::kBf16, w.data(), out, in};
+  const std::vector<float> x = Random(rows * in, 22);
+  std::vector<uint16_t> xb(rows * in);
+  ToBf16Activations(x.data(), rows * in, xb.data());
+  const int saved = NumThreads();
+  for (bool in_f32 : {false, true}) {
+    INFO((in_f32 ? "f32 fma" : "vdpbf16ps"));
+    const GemvMatmul gemv(view, LinearCompute::kBf16, /*parallel_min_bytes=*/0, in_f32);
+    CHECK((gemv.Name().find("bf16-in-f32") != std::string::npos) == in_f32);
+    SetNumThreads(1);
+    std::vector<float> solo(rows * out);
+    for (int64_t i = 0; i < rows; ++i) {
+      REQUIRE(gemv.Run(x.data() + i * in, 1, solo.data() + i * out).ok());
+      for (int64_t r = 0; r < out; ++r) {
+        double mag = 0;
+        const double ref =
+            testing::Bf16DotReference(xb.data() + i * in, w.data() + r * in, in, &mag);
+        CHECK(std::fabs(solo[i * out + r] - ref) <= 1e-6 * mag + 1e-30);
+      }
+    }
+    for (int threads : {1, 2}) {
+      SetNumThreads(threads);
+      for (int64_t n : {3, 16, 37}) {
+        for (int64_t first : {int64_t{0}, rows - n}) {
+          std::vector<float> y(n * out);
+          REQUIRE(gemv.Run(x.data() + first * in, n, y.data()).ok());
+          INFO(threads << " threads, " << n << " rows from " << first);
+          CHECK(std::memcmp(y.data(), solo.data() + first * out, y.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+  SetNumThreads(saved);
 }
 
 }  // namespace gemv_bf16_dot_test

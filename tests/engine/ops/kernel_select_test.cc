@@ -32,6 +32,41 @@ TEST_CASE("each level name allows its predecessor's extensions and more", "[isa]
   CHECK(std::string(bad.status().message()).find("avx3") != std::string::npos);
 }
 
+TEST_CASE("Batch-invariant auto is on exactly at the measured AVX-512 levels", "[isa]") {
+  // avx2: many-row F32/Q8_0 calls slower with it; amx and one-level native builds: unmeasured.
+  for (const std::string& level : IsaLevelNames()) {
+    INFO(level);
+    CHECK(internal::BatchInvariantByDefaultAt(level) ==
+          (level == "avx512" || level == "avx512vnni" || level == "avx512bf16"));
+  }
+  CHECK_FALSE(internal::BatchInvariantByDefaultAt("native"));
+  CHECK_FALSE(internal::BatchInvariantByDefaultAt(""));
+}
+
+TEST_CASE("BF16 dot products use VDPBF16PS where the level has it, unless told f32") {
+  using internal::Bf16DotInF32For;
+  CHECK(Bf16DotInF32For(false, "").value());  // no VDPBF16PS at the level
+  CHECK(Bf16DotInF32For(false, "auto").value());
+  CHECK_FALSE(Bf16DotInF32For(true, "").value());
+  CHECK_FALSE(Bf16DotInF32For(true, "auto").value());
+  CHECK(Bf16DotInF32For(true, "f32").value());
+  CHECK_FALSE(Bf16DotInF32For(true, "vdpbf16ps").value());
+  CHECK(Bf16DotInF32For(false, "vdpbf16ps").value());  // asked for, not there
+  const absl::StatusOr<bool> bad = Bf16DotInF32For(true, "bf16");
+  CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(bad.status().message()).find("TEXTGEN_BF16_DOT=bf16") != std::string::npos);
+  // The process's choice is the rule applied to its level (TEXTGEN_BF16_DOT unset in the
+  // tests, or set by the caller to exercise one form).
+  const absl::StatusOr<KernelChoice> choice = ChooseKernels();
+  REQUIRE(choice.ok());
+  const char* env = std::getenv("TEXTGEN_BF16_DOT");
+  const bool has_dot = choice->level == "avx512bf16" || choice->level == "amx";
+  CHECK(Bf16DotInF32() == Bf16DotInF32For(has_dot, env == nullptr ? "" : env).value());
+  CHECK(DescribeKernels(*choice).find(Bf16DotInF32()
+                                          ? "bf16 dot products: f32 fma"
+                                          : "bf16 dot products: vdpbf16ps") != std::string::npos);
+}
+
 // Tables that need a level's extensions (no functions: the selection reads only the needs).
 KernelTable FakeTable(const char* level) {
   KernelTable t{};
