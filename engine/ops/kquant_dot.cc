@@ -9,6 +9,7 @@
 #include "engine/ops/kquant_dot_more.h"
 #include "engine/ops/kquant_simd.h"
 #include "engine/ops/kquant_tiles_avx2.h"
+#include "engine/ops/quant_columns.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
@@ -548,12 +549,6 @@ void Rows512(const WeightView& w, const TileX& x, int64_t n, float* y, int64_t l
 }
 
 template <int MR, int NR, bool kPrefetch>
-struct Q4KTileFn {
-  static void Run(const uint8_t* w0, size_t rb, const TileX& x, float* y, int64_t ldy) {
-    Q4KTile<BlockQ4_K, MR, NR, kPrefetch>(w0, rb, x, y, ldy);
-  }
-};
-template <int MR, int NR, bool kPrefetch>
 struct Q5KTileFn {
   static void Run(const uint8_t* w0, size_t rb, const TileX& x, float* y, int64_t ldy) {
     Q4KTile<BlockQ5_K, MR, NR, kPrefetch>(w0, rb, x, y, ldy);
@@ -605,7 +600,10 @@ namespace {
 
 void Prepare512(WeightType t, const BlockQ8_K* xq, int64_t count, KQuantPrepared* p) {
   const size_t c = static_cast<size_t>(count);
-  if (t == WeightType::kQ4_K || t == WeightType::kQ5_K) {
+  if (t == WeightType::kQ4_K) {
+    p->xs.resize(c * 8);
+    SubBlockSumsForQ4K(xq, count, p->xs.data());
+  } else if (t == WeightType::kQ5_K) {
     p->xr.resize(c * kQkK);
     p->xm.resize(c * 8);
     ReorderForQ4K(xq, count, p->xr.data());
@@ -625,11 +623,10 @@ void Run512(const WeightView& w, const BlockQ8_K* xq, const KQuantPrepared& p, i
   const int64_t nb = w.in / kQkK;
   switch (w.type) {
     case WeightType::kQ4_K:
-    case WeightType::kQ5_K: {
-      const TileX x = TileX{xq, p.xr.data(), p.xm.data(), nb}.Rows(i0);
-      if (w.type == WeightType::kQ5_K) return Rows512<Q5KTileFn, true>(w, x, n, y, ldy, r0, r1);
-      return Rows512<Q4KTileFn, true>(w, x, n, y, ldy, r0, r1);
-    }
+      return GemvQ4KColumns(w, xq + i0 * nb, p.xs.data() + i0 * nb * 8, n, y, ldy, r0, r1);
+    case WeightType::kQ5_K:
+      return Rows512<Q5KTileFn, true>(w, TileX{xq, p.xr.data(), p.xm.data(), nb}.Rows(i0), n, y,
+                                      ldy, r0, r1);
     case WeightType::kIQ4_XS:
       return Rows512<IQ4XSTileFn, true>(w, TileX{xq, p.xr.data(), nullptr, nb}.Rows(i0), n, y, ldy,
                                         r0, r1);

@@ -27,6 +27,7 @@ namespace textgen::ops {
 struct KQuantPrepared {
   std::vector<int8_t> xr;
   std::vector<float> xm;
+  std::vector<int16_t> xs;  // Q4_K (quant_columns.h): sums per sub-block of 32, [n, nb, 8]
 };
 
 TG_ISA_BEGIN

@@ -8,6 +8,7 @@
 
 #include "engine/ops/half.h"
 #include "engine/ops/isa_namespace.h"
+#include "engine/ops/quant_columns.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
@@ -418,6 +419,9 @@ struct SimdKernel {
   static void Run(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                   int64_t r0, int64_t r1) {
 #if defined(TG_SMALL_512)
+    if constexpr (std::is_same_v<Block, BlockQ4_0>) {
+      return GemvQ4_0Columns(w, xq, n, y, ldy, r0, r1);
+    }
     thread_local PackedActivations a;
     PackSmall(xq, n, w.in / kQkSmall, kOffset512<Block>, &a);
     Rows512<Block>(w, a, 0, n, y, ldy, r0, r1);
@@ -514,7 +518,8 @@ void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, flo
 bool PackSmallQuantInt8(WeightType t, const BlockQ8_1* xq, int64_t n, int64_t nb,
                         PackedActivations* packed) {
 #if defined(TG_SMALL_512)
-  if (!HasSmallQuantInt8(t)) return false;
+  // Q4_0 reads the Q8_1 blocks as they are (quant_columns.h).
+  if (!HasSmallQuantInt8(t) || t == WeightType::kQ4_0) return false;
   Dispatch<PackKernel>(t, xq, n, nb, packed);
   return true;
 #else

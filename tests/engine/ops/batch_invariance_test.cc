@@ -127,6 +127,7 @@ TEST_CASE("Linear default path is batch-invariant for every weight type and comp
 TEST_CASE("Linear batch invariance holds for a wide layer (output rows in many blocks)") {
   CheckInvariant(WeightType::kBf16, LinearCompute::kBf16, 1000, 768);
   CheckInvariant(WeightType::kQ8_0, LinearCompute::kBf16, 1000, 768);
+  CheckInvariant(WeightType::kQ4_K, LinearCompute::kBf16, 1000, 768);  // column-lane panels
 }
 
 }  // namespace batch_invariance_test

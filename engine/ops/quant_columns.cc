@@ -1,0 +1,427 @@
+#include "engine/ops/quant_columns.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "engine/ops/isa_namespace.h"
+#include "engine/ops/kquant_simd.h"
+
+namespace textgen::ops {
+TG_ISA_BEGIN
+
+#if defined(TG_KQUANT_512)
+namespace {
+
+constexpr int kLanes = 16;  // weight rows per panel: one per int32 lane of a zmm
+
+// One super-block of a 16-row panel. qs[c][g], lane r: qs bytes 32c + 4g .. + 3 of row r, whose
+// low nibbles are values 4g .. 4g + 3 of sub-block 2c and high nibbles those of sub-block 2c + 1
+// (unpacked by the reader: storing them unpacked doubled the stores, which bound decode). Rows
+// past the panel's end are zero throughout, so they add nothing and their lanes are never
+// stored.
+struct alignas(64) Q4KPanelScales {
+  int32_t sc[8][kLanes];  // sub-block scales
+  int32_t mn[4][kLanes];  // (mn[2k], mn[2k + 1]) as an int16 pair, for VPDPWSSD
+  float d[kLanes];
+  float dmin[kLanes];
+};
+struct alignas(64) Q4KPanelBlock {
+  uint8_t qs[4][8][64];
+  Q4KPanelScales s;
+};
+
+inline int32_t Load32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// t[k], lane r = v[r], lane k: a 16 x 16 transpose of int32 (4 rounds of 16 shuffles).
+[[gnu::always_inline]] inline void Transpose16(const __m512i (&v)[kLanes], __m512i (&t)[kLanes]) {
+  __m512i a[kLanes], b[kLanes];
+  TG_UNROLL
+  for (int r = 0; r < kLanes; r += 2) {  // pairs of rows, dword-interleaved
+    a[r] = _mm512_unpacklo_epi32(v[r], v[r + 1]);
+    a[r + 1] = _mm512_unpackhi_epi32(v[r], v[r + 1]);
+  }
+  TG_UNROLL
+  for (int r = 0; r < kLanes; r += 4) {  // quads, qword-interleaved
+    TG_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      b[r + h] = _mm512_unpacklo_epi64(a[r + h], a[r + 2 + h]);
+      b[r + 2 + h] = _mm512_unpackhi_epi64(a[r + h], a[r + 2 + h]);
+    }
+  }
+  // b[4q + m], 128-bit lane L: dword 4L + m' of rows 4q .. 4q + 3 (m' = (m % 2) * 2 + m / 2).
+  TG_UNROLL
+  for (int q = 0; q < 2; ++q) {  // 128-bit lanes of quads 2q' and 2q' + 1 merged
+    TG_UNROLL
+    for (int m = 0; m < 4; ++m) {
+      const __m512i x = b[8 * q + m], y = b[8 * q + 4 + m];
+      a[8 * q + m] = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0));
+      a[8 * q + 4 + m] = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+  }
+  TG_UNROLL
+  for (int m = 0; m < 8; ++m) {
+    const __m512i x = a[m], y = a[8 + m];
+    const __m512i even = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i odd = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1));
+    // a[m]: m < 4 -> lanes L = 0, 2 of quads; m >= 4 -> L = 1, 3. even: L = 0 (or 1), odd: 2 (3).
+    const int mm = m % 4, dword = (mm % 2) * 2 + mm / 2, lane = m / 4;
+    t[4 * lane + dword] = even;
+    t[4 * (lane + 2) + dword] = odd;
+  }
+}
+
+// t[k], lane r: qs dword 16 half + k (= 8c + g) of the Q4_K block at base + r * row_bytes, for
+// the rows r < rows (zero above).
+[[gnu::always_inline]] inline void TransposeQs(const uint8_t* base, size_t row_bytes, int rows,
+                                               int half, __m512i (&t)[kLanes]) {
+  __m512i v[kLanes];
+  TG_UNROLL
+  for (int r = 0; r < kLanes; ++r) {
+    v[r] = r < rows ? _mm512_loadu_si512(base + r * row_bytes + offsetof(BlockQ4_K, qs) + 64 * half)
+                    : _mm512_setzero_si512();
+  }
+  Transpose16(v, t);
+}
+
+// The scales of the Q4_K blocks at base + r * row_bytes (lanes in `valid`; others zero) from the
+// 16-byte head of each: dword 0 = d | dmin << 16, 1-3 = u0 u1 u2, the packed 6-bit scales and
+// mins (ggml's get_scale_min_k4, for 16 rows at once).
+void RepackScales(const uint8_t* base, size_t row_bytes, __mmask16 valid, Q4KPanelScales* p) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i row_off = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  __m512i head[4], mn[8];
+  TG_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    head[k] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, row_off, base + 4 * k, 1);
+  }
+  const __m512i m6 = _mm512_set1_epi32(0x3F), m4d = _mm512_set1_epi32(0x0F);
+  const __m512i m2x4 = _mm512_set1_epi32(0x30);  // the top 2 bits of a 6-bit field
+  TG_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    const __m512i u0 = _mm512_srli_epi32(head[1], 8 * j), u1 = _mm512_srli_epi32(head[2], 8 * j);
+    const __m512i u2 = _mm512_srli_epi32(head[3], 8 * j);
+    _mm512_store_si512(p->sc[j], _mm512_and_si512(u0, m6));
+    _mm512_store_si512(p->sc[j + 4],
+                       _mm512_or_si512(_mm512_and_si512(u2, m4d),
+                                       _mm512_and_si512(_mm512_srli_epi32(u0, 2), m2x4)));
+    mn[j] = _mm512_and_si512(u1, m6);
+    mn[j + 4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4d),
+                                _mm512_and_si512(_mm512_srli_epi32(u1, 2), m2x4));
+  }
+  TG_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    _mm512_store_si512(p->mn[k], _mm512_or_si512(mn[2 * k], _mm512_slli_epi32(mn[2 * k + 1], 16)));
+  }
+  _mm512_store_ps(p->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head[0])));
+  _mm512_store_ps(p->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head[0], 16))));
+}
+
+// Prefetch of super-block b of the next panel (16 rows, contiguous after this one's), for
+// decode, where the weights come from DRAM: as many bytes per step as a step reads.
+[[gnu::always_inline]] inline void PrefetchNextPanel(const uint8_t* w0, size_t row_bytes,
+                                                     int64_t b) {
+  constexpr int kBytes = kLanes * static_cast<int>(sizeof(BlockQ4_K));
+  const char* next = reinterpret_cast<const char*>(w0) + kLanes * row_bytes + b * kBytes;
+  TG_UNROLL
+  for (int line = 0; line < kBytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+}
+
+// Rows [0, rows) (rows <= 16) of the Q4_K rows at w0 (row_bytes apart), all nb super-blocks, into
+// out[0 .. nb): dword transposes of the rows' qs (a gather per vector measured 45% of decode
+// time), gathers for the 16-byte heads.
+void RepackQ4KPanel(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, Q4KPanelBlock* out) {
+  const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
+  __m512i t[kLanes];
+  for (int64_t b = 0; b < nb; ++b) {
+    PrefetchNextPanel(w0, row_bytes, b);
+    const uint8_t* base = w0 + b * sizeof(BlockQ4_K);
+    Q4KPanelBlock& p = out[b];
+    TG_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      TransposeQs(base, row_bytes, rows, half, t);
+      TG_UNROLL
+      for (int k = 0; k < kLanes; ++k) _mm512_store_si512(p.qs[2 * half + k / 8][k % 8], t[k]);
+    }
+    RepackScales(base, row_bytes, valid, &p.s);
+  }
+}
+
+// Adds sub-blocks 2c and 2c + 1 of super-block b (q[g], lane r: qs dword 8c + g of row r) times
+// activation rows [0, MR) to sumi, scaled: sumi += sc[2c] * (low nibbles . x) + sc[2c + 1] *
+// (high nibbles . x), exact in int32.
+template <int MR>
+[[gnu::always_inline]] inline void AddSubBlockPair(const __m512i* q, const Q4KPanelScales& s,
+                                                   const BlockQ8_K* xq, int64_t nb, int64_t b,
+                                                   int c, __m512i (&sumi)[MR]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512i lo[MR], hi[MR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) lo[i] = hi[i] = _mm512_setzero_si512();
+  TG_UNROLL
+  for (int g = 0; g < 8; ++g) {
+    const __m512i wl = _mm512_and_si512(q[g], m4);
+    const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(q[g], 4), m4);
+    TG_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      const int8_t* x = xq[i * nb + b].qs + 64 * c + 4 * g;
+      lo[i] = _mm512_dpbusd_epi32(lo[i], wl, _mm512_set1_epi32(Load32(x)));
+      hi[i] = _mm512_dpbusd_epi32(hi[i], wh, _mm512_set1_epi32(Load32(x + 32)));
+    }
+  }
+  const __m512i sc_lo = _mm512_load_si512(s.sc[2 * c]), sc_hi = _mm512_load_si512(s.sc[2 * c + 1]);
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    sumi[i] = _mm512_add_epi32(sumi[i], _mm512_add_epi32(_mm512_mullo_epi32(lo[i], sc_lo),
+                                                         _mm512_mullo_epi32(hi[i], sc_hi)));
+  }
+}
+
+// Super-block b's F32 step: acc = fma(F32(sumi), d_w * d_x, acc), then minus F32(summs) *
+// dmin_w * d_x, summs = sum_j mn_j * bsum_j exact in int32.
+template <int MR>
+[[gnu::always_inline]] inline void FinishSuperBlock(const Q4KPanelScales& s, const BlockQ8_K* xq,
+                                                    const int16_t* xs, int64_t nb, int64_t b,
+                                                    const __m512i (&sumi)[MR], __m512 (&acc)[MR]) {
+  const __m512 d = _mm512_load_ps(s.d), dmin = _mm512_load_ps(s.dmin);
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    const int16_t* sums = xs + (i * nb + b) * 8;
+    __m512i summs = _mm512_setzero_si512();
+    TG_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      summs = _mm512_dpwssd_epi32(summs, _mm512_load_si512(s.mn[k]),
+                                  _mm512_set1_epi32(Load32(sums + 2 * k)));
+    }
+    const __m512 dx = _mm512_set1_ps(xq[i * nb + b].d);
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[i]), _mm512_mul_ps(d, dx), acc[i]);
+    acc[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summs), _mm512_mul_ps(dmin, dx), acc[i]);
+  }
+}
+
+// Activation rows [0, MR) (xq, xs with row stride nb) times one repacked panel; y[i * ldy + r]
+// for the lanes r in `store`.
+template <int MR>
+void Q4KPanelRows(const Q4KPanelBlock* panel, int64_t nb, const BlockQ8_K* xq, const int16_t* xs,
+                  float* y, int64_t ldy, __mmask16 store) {
+  __m512 acc[MR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q4KPanelBlock& p = panel[b];
+    __m512i sumi[MR];
+    TG_UNROLL
+    for (int i = 0; i < MR; ++i) sumi[i] = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      __m512i q[8];
+      TG_UNROLL
+      for (int g = 0; g < 8; ++g) q[g] = _mm512_load_si512(p.qs[c][g]);
+      AddSubBlockPair<MR>(q, p.s, xq, nb, b, c, sumi);
+    }
+    FinishSuperBlock<MR>(p.s, xq, xs, nb, b, sumi, acc);
+  }
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, store, acc[i]);
+}
+
+// Q4KPanelRows with the panel transposed in registers, super-block by super-block, and never
+// stored: for the calls that meet it once (n <= 4: decode, beams), where storing and reloading
+// the panel cost ~30% of the decode kernel's speed (ops-bench --kquant, n = 1).
+template <int MR>
+void Q4KDirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, const BlockQ8_K* xq,
+                   const int16_t* xs, float* y, int64_t ldy) {
+  const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
+  __m512 acc[MR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  Q4KPanelScales s;
+  __m512i t[kLanes];
+  for (int64_t b = 0; b < nb; ++b) {
+    PrefetchNextPanel(w0, row_bytes, b);
+    const uint8_t* base = w0 + b * sizeof(BlockQ4_K);
+    RepackScales(base, row_bytes, valid, &s);
+    __m512i sumi[MR];
+    TG_UNROLL
+    for (int i = 0; i < MR; ++i) sumi[i] = _mm512_setzero_si512();
+    TG_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      TransposeQs(base, row_bytes, rows, half, t);
+      AddSubBlockPair<MR>(t, s, xq, nb, b, 2 * half, sumi);
+      AddSubBlockPair<MR>(t + 8, s, xq, nb, b, 2 * half + 1, sumi);
+    }
+    FinishSuperBlock<MR>(s, xq, xs, nb, b, sumi, acc);
+  }
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, valid, acc[i]);
+}
+
+// ---- Q4_0 ----
+
+// One block of a 16-row panel: qs[g], lane r: qs bytes 4g .. 4g + 3 of row r (low nibbles:
+// values 4g .. 4g + 3, high: 16 + 4g ..); d as F32.
+struct alignas(64) Q4_0PanelBlock {
+  uint8_t qs[4][64];
+  float d[kLanes];
+};
+
+// Rows [0, rows) of the Q4_0 rows at w0, all nb blocks, into out[0 .. nb): one gather per dword
+// (rows are 18 * nb bytes apart, so no aligned loads to transpose), the next panel prefetched.
+void RepackQ4_0Panel(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb,
+                     Q4_0PanelBlock* out) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
+  const __m512i row_off = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  const __m512i zero = _mm512_setzero_si512();
+  const char* next = reinterpret_cast<const char*>(w0) + kLanes * row_bytes;
+  constexpr int kPanelBlockBytes = kLanes * static_cast<int>(sizeof(BlockQ4_0));
+  for (int64_t b = 0; b < nb; ++b) {
+    TG_UNROLL
+    for (int line = 0; line < kPanelBlockBytes; line += 64) {
+      _mm_prefetch(next + b * kPanelBlockBytes + line, _MM_HINT_T0);
+    }
+    const uint8_t* base = w0 + b * sizeof(BlockQ4_0);
+    Q4_0PanelBlock& p = out[b];
+    TG_UNROLL
+    for (int g = 0; g < 4; ++g) {
+      _mm512_store_si512(p.qs[g],
+                         _mm512_mask_i32gather_epi32(zero, valid, row_off,
+                                                     base + offsetof(BlockQ4_0, qs) + 4 * g, 1));
+    }
+    const __m512i d = _mm512_mask_i32gather_epi32(zero, valid, row_off, base, 1);
+    _mm512_store_ps(p.d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d)));
+  }
+}
+
+// Activation rows [0, MR) (xq with row stride nb) times one repacked Q4_0 panel.
+template <int MR>
+void Q4_0PanelRows(const Q4_0PanelBlock* panel, int64_t nb, const BlockQ8_1* xq, float* y,
+                   int64_t ldy, __mmask16 store) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[MR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q4_0PanelBlock& p = panel[b];
+    __m512i lo[MR], hi[MR];
+    TG_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      lo[i] = _mm512_set1_epi32(-8 * xq[i * nb + b].sum);  // the values' -8 offset, exact
+      hi[i] = _mm512_setzero_si512();
+    }
+    TG_UNROLL
+    for (int g = 0; g < 4; ++g) {
+      const __m512i q = _mm512_load_si512(p.qs[g]);
+      const __m512i wl = _mm512_and_si512(q, m4);
+      const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+      TG_UNROLL
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* x = xq[i * nb + b].qs + 4 * g;
+        lo[i] = _mm512_dpbusd_epi32(lo[i], wl, _mm512_set1_epi32(Load32(x)));
+        hi[i] = _mm512_dpbusd_epi32(hi[i], wh, _mm512_set1_epi32(Load32(x + 16)));
+      }
+    }
+    const __m512 d = _mm512_load_ps(p.d);
+    TG_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo[i], hi[i])),
+                               _mm512_mul_ps(d, _mm512_set1_ps(xq[i * nb + b].d)), acc[i]);
+    }
+  }
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, store, acc[i]);
+}
+
+// For each panel of 16 weight rows in [r0, r1): repack(panel rows, rows) once, then
+// rows<MR>(activation row i, y + i * ldy + r, lane mask) for MR = 4, then the 1-3 left.
+template <typename Repack, typename Rows>
+void ForPanels(int64_t n, int64_t r0, int64_t r1, Repack&& repack, Rows&& rows) {
+  for (int64_t r = r0; r < r1; r += kLanes) {
+    const int count = static_cast<int>(std::min<int64_t>(kLanes, r1 - r));
+    repack(r, count);
+    const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) rows.template operator()<4>(i, r, store);
+    switch (n - i) {
+      case 3:
+        rows.template operator()<3>(i, r, store);
+        break;
+      case 2:
+        rows.template operator()<2>(i, r, store);
+        break;
+      case 1:
+        rows.template operator()<1>(i, r, store);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+void SubBlockSumsForQ4K(const BlockQ8_K* xq, int64_t count, int16_t* out) {
+  for (int64_t b = 0; b < count; ++b) {
+    for (int j = 0; j < 8; ++j) {
+      out[8 * b + j] = static_cast<int16_t>(xq[b].bsums[2 * j] + xq[b].bsums[2 * j + 1]);
+    }
+  }
+}
+
+void GemvQ4KColumns(const WeightView& w, const BlockQ8_K* xq, const int16_t* xs, int64_t n,
+                    float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int64_t nb = w.in / kQkK;
+  if (n <= 4) {
+    for (int64_t r = r0; r < r1; r += kLanes) {
+      const int rows = static_cast<int>(std::min<int64_t>(kLanes, r1 - r));
+      const uint8_t* w0 = w.row(r);
+      switch (n) {
+        case 4:
+          Q4KDirectRows<4>(w0, w.row_bytes(), rows, nb, xq, xs, y + r, ldy);
+          break;
+        case 3:
+          Q4KDirectRows<3>(w0, w.row_bytes(), rows, nb, xq, xs, y + r, ldy);
+          break;
+        case 2:
+          Q4KDirectRows<2>(w0, w.row_bytes(), rows, nb, xq, xs, y + r, ldy);
+          break;
+        default:
+          Q4KDirectRows<1>(w0, w.row_bytes(), rows, nb, xq, xs, y + r, ldy);
+          break;
+      }
+    }
+    return;
+  }
+  thread_local std::vector<Q4KPanelBlock> buffer;
+  buffer.resize(static_cast<size_t>(nb));
+  Q4KPanelBlock* panel = buffer.data();
+  ForPanels(
+      n, r0, r1,
+      [&](int64_t r, int rows) { RepackQ4KPanel(w.row(r), w.row_bytes(), rows, nb, panel); },
+      [&]<int MR>(int64_t i, int64_t r, __mmask16 store) {
+        Q4KPanelRows<MR>(panel, nb, xq + i * nb, xs + i * nb * 8, y + i * ldy + r, ldy, store);
+      });
+}
+
+void GemvQ4_0Columns(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
+                     int64_t r0, int64_t r1) {
+  const int64_t nb = w.in / kQkSmall;
+  thread_local std::vector<Q4_0PanelBlock> buffer;
+  buffer.resize(static_cast<size_t>(nb));
+  Q4_0PanelBlock* panel = buffer.data();
+  ForPanels(
+      n, r0, r1,
+      [&](int64_t r, int rows) { RepackQ4_0Panel(w.row(r), w.row_bytes(), rows, nb, panel); },
+      [&]<int MR>(int64_t i, int64_t r, __mmask16 store) {
+        Q4_0PanelRows<MR>(panel, nb, xq + i * nb, y + i * ldy + r, ldy, store);
+      });
+}
+
+#endif  // TG_KQUANT_512
+
+TG_ISA_END
+}  // namespace textgen::ops
