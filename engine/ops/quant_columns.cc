@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/ops/column_lanes.h"
 #include "engine/ops/isa_namespace.h"
 #include "engine/ops/kquant_simd.h"
 
@@ -13,8 +14,7 @@ TG_ISA_BEGIN
 
 #if defined(TG_KQUANT_512)
 namespace {
-
-constexpr int kLanes = 16;  // weight rows per panel: one per int32 lane of a zmm
+using namespace columns;  // NOLINT: the shared pieces of column_lanes.h
 
 // One super-block of a 16-row panel. qs[c][g], lane r: qs bytes 32c + 4g .. + 3 of row r, whose
 // low nibbles are values 4g .. 4g + 3 of sub-block 2c and high nibbles those of sub-block 2c + 1
@@ -32,59 +32,16 @@ struct alignas(64) Q4KPanelBlock {
   Q4KPanelScales s;
 };
 
-inline int32_t Load32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-// t[k], lane r = v[r], lane k: a 16 x 16 transpose of int32 (4 rounds of 16 shuffles).
-[[gnu::always_inline]] inline void Transpose16(const __m512i (&v)[kLanes], __m512i (&t)[kLanes]) {
-  __m512i a[kLanes], b[kLanes];
-  TG_UNROLL
-  for (int r = 0; r < kLanes; r += 2) {  // pairs of rows, dword-interleaved
-    a[r] = _mm512_unpacklo_epi32(v[r], v[r + 1]);
-    a[r + 1] = _mm512_unpackhi_epi32(v[r], v[r + 1]);
-  }
-  TG_UNROLL
-  for (int r = 0; r < kLanes; r += 4) {  // quads, qword-interleaved
-    TG_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      b[r + h] = _mm512_unpacklo_epi64(a[r + h], a[r + 2 + h]);
-      b[r + 2 + h] = _mm512_unpackhi_epi64(a[r + h], a[r + 2 + h]);
-    }
-  }
-  // b[4q + m], 128-bit lane L: dword 4L + m' of rows 4q .. 4q + 3 (m' = (m % 2) * 2 + m / 2).
-  TG_UNROLL
-  for (int q = 0; q < 2; ++q) {  // 128-bit lanes of quads 2q' and 2q' + 1 merged
-    TG_UNROLL
-    for (int m = 0; m < 4; ++m) {
-      const __m512i x = b[8 * q + m], y = b[8 * q + 4 + m];
-      a[8 * q + m] = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0));
-      a[8 * q + 4 + m] = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1));
-    }
-  }
-  TG_UNROLL
-  for (int m = 0; m < 8; ++m) {
-    const __m512i x = a[m], y = a[8 + m];
-    const __m512i even = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0));
-    const __m512i odd = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1));
-    // a[m]: m < 4 -> lanes L = 0, 2 of quads; m >= 4 -> L = 1, 3. even: L = 0 (or 1), odd: 2 (3).
-    const int mm = m % 4, dword = (mm % 2) * 2 + mm / 2, lane = m / 4;
-    t[4 * lane + dword] = even;
-    t[4 * (lane + 2) + dword] = odd;
-  }
-}
-
 // t[k], lane r: qs dword 16 half + k (= 8c + g) of the Q4_K block at base + r * row_bytes, for
 // the rows r < rows (zero above).
+template <bool kFull = false>
 [[gnu::always_inline]] inline void TransposeQs(const uint8_t* base, size_t row_bytes, int rows,
                                                int half, __m512i (&t)[kLanes]) {
   __m512i v[kLanes];
   TG_UNROLL
   for (int r = 0; r < kLanes; ++r) {
-    v[r] = r < rows ? _mm512_loadu_si512(base + r * row_bytes + offsetof(BlockQ4_K, qs) + 64 * half)
-                    : _mm512_setzero_si512();
+    v[r] = _mm512_maskz_loadu_epi32(RowMask<kFull>(r, rows),
+                                    base + r * row_bytes + offsetof(BlockQ4_K, qs) + 64 * half);
   }
   Transpose16(v, t);
 }
@@ -232,7 +189,7 @@ void Q4KPanelRows(const Q4KPanelBlock* panel, int64_t nb, const BlockQ8_K* xq, c
 // Q4KPanelRows with the panel transposed in registers, super-block by super-block, and never
 // stored: for the calls that meet it once (n <= 4: decode, beams), where storing and reloading
 // the panel cost ~30% of the decode kernel's speed (ops-bench --kquant, n = 1).
-template <int MR>
+template <int MR, bool kFull>
 void Q4KDirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, const BlockQ8_K* xq,
                    const int16_t* xs, float* y, int64_t ldy) {
   const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
@@ -250,7 +207,7 @@ void Q4KDirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, co
     for (int i = 0; i < MR; ++i) sumi[i] = _mm512_setzero_si512();
     TG_UNROLL
     for (int half = 0; half < 2; ++half) {
-      TransposeQs(base, row_bytes, rows, half, t);
+      TransposeQs<kFull>(base, row_bytes, rows, half, t);
       AddSubBlockPair<MR>(t, s, xq, nb, b, 2 * half, sumi);
       AddSubBlockPair<MR>(t + 8, s, xq, nb, b, 2 * half + 1, sumi);
     }
@@ -269,31 +226,92 @@ struct alignas(64) Q4_0PanelBlock {
   float d[kLanes];
 };
 
-// Rows [0, rows) of the Q4_0 rows at w0, all nb blocks, into out[0 .. nb): one gather per dword
-// (rows are 18 * nb bytes apart, so no aligned loads to transpose), the next panel prefetched.
+// Block b's qs of the 16 rows at w0 (rows < rows; zero above): q[g], lane r = qs dword g of row
+// r. Vector q' (q' = 0..3) holds rows 4L + q' in its 128-bit lanes L; a 4 x 4 dword transpose
+// within the lanes then gives every dword in row order (rows are 18 * nb bytes apart, so wider
+// aligned loads do not line up; a gather per dword was slower).
+template <bool kFull>
+[[gnu::always_inline]] inline void LoadQ4_0Block(const uint8_t* w0, size_t row_bytes, int rows,
+                                                 int64_t b, __m512i (&q)[4]) {
+  const uint8_t* qs = w0 + b * sizeof(BlockQ4_0) + offsetof(BlockQ4_0, qs);
+  __m512i z[4];
+  TG_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    auto row = [&](int r) {
+      return _mm_maskz_loadu_epi32(static_cast<__mmask8>(RowMask<kFull>(r, rows)),
+                                   qs + r * row_bytes);
+    };
+    z[k] = _mm512_inserti32x4(
+        _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(row(k)), row(4 + k), 1),
+                           row(8 + k), 2),
+        row(12 + k), 3);
+  }
+  const __m512i a0 = _mm512_unpacklo_epi32(z[0], z[1]), a1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i a2 = _mm512_unpacklo_epi32(z[2], z[3]), a3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  q[0] = _mm512_unpacklo_epi64(a0, a2);
+  q[1] = _mm512_unpackhi_epi64(a0, a2);
+  q[2] = _mm512_unpacklo_epi64(a1, a3);
+  q[3] = _mm512_unpackhi_epi64(a1, a3);
+}
+
+// F32 d of block b of the 16 rows at w0 (lanes in `valid`, others zero).
+inline __m512 LoadQ4_0Scales(const uint8_t* w0, size_t row_bytes, __mmask16 valid, int64_t b) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i row_off = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  const __m512i d = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, row_off,
+                                                w0 + b * sizeof(BlockQ4_0), 1);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
+}
+
+[[gnu::always_inline]] inline void PrefetchNextQ4_0Panel(const uint8_t* w0, size_t row_bytes,
+                                                         int64_t b) {
+  constexpr int kBytes = kLanes * static_cast<int>(sizeof(BlockQ4_0));
+  const char* next = reinterpret_cast<const char*>(w0) + kLanes * row_bytes + b * kBytes;
+  TG_UNROLL
+  for (int line = 0; line < kBytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+}
+
+// Rows [0, rows) of the Q4_0 rows at w0, all nb blocks, into out[0 .. nb).
 void RepackQ4_0Panel(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb,
                      Q4_0PanelBlock* out) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
-  const __m512i row_off = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(row_bytes)));
-  const __m512i zero = _mm512_setzero_si512();
-  const char* next = reinterpret_cast<const char*>(w0) + kLanes * row_bytes;
-  constexpr int kPanelBlockBytes = kLanes * static_cast<int>(sizeof(BlockQ4_0));
+  __m512i q[4];
   for (int64_t b = 0; b < nb; ++b) {
+    LoadQ4_0Block<false>(w0, row_bytes, rows, b, q);
     TG_UNROLL
-    for (int line = 0; line < kPanelBlockBytes; line += 64) {
-      _mm_prefetch(next + b * kPanelBlockBytes + line, _MM_HINT_T0);
-    }
-    const uint8_t* base = w0 + b * sizeof(BlockQ4_0);
-    Q4_0PanelBlock& p = out[b];
+    for (int g = 0; g < 4; ++g) _mm512_store_si512(out[b].qs[g], q[g]);
+    _mm512_store_ps(out[b].d, LoadQ4_0Scales(w0, row_bytes, valid, b));
+  }
+}
+
+// Block b (q[g] as LoadQ4_0Block gives, d its F32 scales) times activation rows [0, MR):
+// acc = fma(F32(sumi), d_w * d_x, acc).
+template <int MR>
+[[gnu::always_inline]] inline void AddQ4_0Block(const __m512i (&q)[4], __m512 d,
+                                                const BlockQ8_1* xq, int64_t nb, int64_t b,
+                                                __m512 (&acc)[MR]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512i lo[MR], hi[MR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    lo[i] = _mm512_set1_epi32(-8 * xq[i * nb + b].sum);  // the values' -8 offset, exact
+    hi[i] = _mm512_setzero_si512();
+  }
+  TG_UNROLL
+  for (int g = 0; g < 4; ++g) {
+    const __m512i wl = _mm512_and_si512(q[g], m4);
+    const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(q[g], 4), m4);
     TG_UNROLL
-    for (int g = 0; g < 4; ++g) {
-      _mm512_store_si512(p.qs[g],
-                         _mm512_mask_i32gather_epi32(zero, valid, row_off,
-                                                     base + offsetof(BlockQ4_0, qs) + 4 * g, 1));
+    for (int i = 0; i < MR; ++i) {
+      const int8_t* x = xq[i * nb + b].qs + 4 * g;
+      lo[i] = _mm512_dpbusd_epi32(lo[i], wl, _mm512_set1_epi32(Load32(x)));
+      hi[i] = _mm512_dpbusd_epi32(hi[i], wh, _mm512_set1_epi32(Load32(x + 16)));
     }
-    const __m512i d = _mm512_mask_i32gather_epi32(zero, valid, row_off, base, 1);
-    _mm512_store_ps(p.d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d)));
+  }
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo[i], hi[i])),
+                             _mm512_mul_ps(d, _mm512_set1_ps(xq[i * nb + b].d)), acc[i]);
   }
 }
 
@@ -301,65 +319,36 @@ void RepackQ4_0Panel(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb,
 template <int MR>
 void Q4_0PanelRows(const Q4_0PanelBlock* panel, int64_t nb, const BlockQ8_1* xq, float* y,
                    int64_t ldy, __mmask16 store) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[MR];
   TG_UNROLL
   for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const Q4_0PanelBlock& p = panel[b];
-    __m512i lo[MR], hi[MR];
+    __m512i q[4];
     TG_UNROLL
-    for (int i = 0; i < MR; ++i) {
-      lo[i] = _mm512_set1_epi32(-8 * xq[i * nb + b].sum);  // the values' -8 offset, exact
-      hi[i] = _mm512_setzero_si512();
-    }
-    TG_UNROLL
-    for (int g = 0; g < 4; ++g) {
-      const __m512i q = _mm512_load_si512(p.qs[g]);
-      const __m512i wl = _mm512_and_si512(q, m4);
-      const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-      TG_UNROLL
-      for (int i = 0; i < MR; ++i) {
-        const int8_t* x = xq[i * nb + b].qs + 4 * g;
-        lo[i] = _mm512_dpbusd_epi32(lo[i], wl, _mm512_set1_epi32(Load32(x)));
-        hi[i] = _mm512_dpbusd_epi32(hi[i], wh, _mm512_set1_epi32(Load32(x + 16)));
-      }
-    }
-    const __m512 d = _mm512_load_ps(p.d);
-    TG_UNROLL
-    for (int i = 0; i < MR; ++i) {
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo[i], hi[i])),
-                               _mm512_mul_ps(d, _mm512_set1_ps(xq[i * nb + b].d)), acc[i]);
-    }
+    for (int g = 0; g < 4; ++g) q[g] = _mm512_load_si512(panel[b].qs[g]);
+    AddQ4_0Block<MR>(q, _mm512_load_ps(panel[b].d), xq, nb, b, acc);
   }
   TG_UNROLL
   for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, store, acc[i]);
 }
 
-// For each panel of 16 weight rows in [r0, r1): repack(panel rows, rows) once, then
-// rows<MR>(activation row i, y + i * ldy + r, lane mask) for MR = 4, then the 1-3 left.
-template <typename Repack, typename Rows>
-void ForPanels(int64_t n, int64_t r0, int64_t r1, Repack&& repack, Rows&& rows) {
-  for (int64_t r = r0; r < r1; r += kLanes) {
-    const int count = static_cast<int>(std::min<int64_t>(kLanes, r1 - r));
-    repack(r, count);
-    const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) rows.template operator()<4>(i, r, store);
-    switch (n - i) {
-      case 3:
-        rows.template operator()<3>(i, r, store);
-        break;
-      case 2:
-        rows.template operator()<2>(i, r, store);
-        break;
-      case 1:
-        rows.template operator()<1>(i, r, store);
-        break;
-      default:
-        break;
-    }
+// The calls of at most kDirectRows activation rows: each block loaded and transposed in
+// registers, never stored.
+template <int MR, bool kFull>
+void Q4_0DirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, const BlockQ8_1* xq,
+                    float* y, int64_t ldy) {
+  const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
+  __m512 acc[MR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    PrefetchNextQ4_0Panel(w0, row_bytes, b);
+    __m512i q[4];
+    LoadQ4_0Block<kFull>(w0, row_bytes, rows, b, q);
+    AddQ4_0Block<MR>(q, LoadQ4_0Scales(w0, row_bytes, valid, b), xq, nb, b, acc);
   }
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, valid, acc[i]);
 }
 
 }  // namespace
@@ -375,33 +364,17 @@ void SubBlockSumsForQ4K(const BlockQ8_K* xq, int64_t count, int16_t* out) {
 void GemvQ4KColumns(const WeightView& w, const BlockQ8_K* xq, const int16_t* xs, int64_t n,
                     float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const int64_t nb = w.in / kQkK;
-  if (n <= 4) {
-    for (int64_t r = r0; r < r1; r += kLanes) {
-      const int rows = static_cast<int>(std::min<int64_t>(kLanes, r1 - r));
-      const uint8_t* w0 = w.row(r);
-      switch (n) {
-        case 4:
-          Q4KDirectRows<4>(w0, w.row_bytes(), rows, nb, xq, xs, y + r, ldy);
-          break;
-        case 3:
-          Q4KDirectRows<3>(w0, w.row_bytes(), rows, nb, xq, xs, y + r, ldy);
-          break;
-        case 2:
-          Q4KDirectRows<2>(w0, w.row_bytes(), rows, nb, xq, xs, y + r, ldy);
-          break;
-        default:
-          Q4KDirectRows<1>(w0, w.row_bytes(), rows, nb, xq, xs, y + r, ldy);
-          break;
-      }
-    }
-    return;
+  const size_t rb = w.row_bytes();
+  if (n <= kDirectRows) {
+    return ForDirectPanels(n, r0, r1, [&]<int MR, bool kFull>(int64_t r, int rows) {
+      Q4KDirectRows<MR, kFull>(w.row(r), rb, rows, nb, xq, xs, y + r, ldy);
+    });
   }
   thread_local std::vector<Q4KPanelBlock> buffer;
   buffer.resize(static_cast<size_t>(nb));
   Q4KPanelBlock* panel = buffer.data();
   ForPanels(
-      n, r0, r1,
-      [&](int64_t r, int rows) { RepackQ4KPanel(w.row(r), w.row_bytes(), rows, nb, panel); },
+      n, r0, r1, [&](int64_t r, int rows) { RepackQ4KPanel(w.row(r), rb, rows, nb, panel); },
       [&]<int MR>(int64_t i, int64_t r, __mmask16 store) {
         Q4KPanelRows<MR>(panel, nb, xq + i * nb, xs + i * nb * 8, y + i * ldy + r, ldy, store);
       });
@@ -410,12 +383,17 @@ void GemvQ4KColumns(const WeightView& w, const BlockQ8_K* xq, const int16_t* xs,
 void GemvQ4_0Columns(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                      int64_t r0, int64_t r1) {
   const int64_t nb = w.in / kQkSmall;
+  const size_t rb = w.row_bytes();
+  if (n <= kDirectRows) {
+    return ForDirectPanels(n, r0, r1, [&]<int MR, bool kFull>(int64_t r, int rows) {
+      Q4_0DirectRows<MR, kFull>(w.row(r), rb, rows, nb, xq, y + r, ldy);
+    });
+  }
   thread_local std::vector<Q4_0PanelBlock> buffer;
   buffer.resize(static_cast<size_t>(nb));
   Q4_0PanelBlock* panel = buffer.data();
   ForPanels(
-      n, r0, r1,
-      [&](int64_t r, int rows) { RepackQ4_0Panel(w.row(r), w.row_bytes(), rows, nb, panel); },
+      n, r0, r1, [&](int64_t r, int rows) { RepackQ4_0Panel(w.row(r), rb, rows, nb, panel); },
       [&]<int MR>(int64_t i, int64_t r, __mmask16 store) {
         Q4_0PanelRows<MR>(panel, nb, xq + i * nb, y + i * ldy + r, ldy, store);
       });

@@ -1,0 +1,135 @@
+// Pieces shared by the column-lane kernels (engine/ops/quant_columns.h): 16 weight rows per
+// zmm, one per int32 lane, activations broadcast 4 bytes at a time.
+#ifndef TEXTGEN_ENGINE_OPS_COLUMN_LANES_H_
+#define TEXTGEN_ENGINE_OPS_COLUMN_LANES_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/ops/isa_namespace.h"
+#include "engine/ops/kquant_simd.h"
+
+#if defined(TG_KQUANT_512)
+namespace textgen::ops {
+TG_ISA_BEGIN
+namespace columns {
+
+constexpr int kLanes = 16;  // weight rows per panel: one per int32 lane of a zmm
+
+// Calls with at most this many activation rows (decode, beams) meet each panel once: they
+// transpose it in registers instead of storing it.
+constexpr int64_t kDirectRows = 4;
+
+inline int32_t Load32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// All 16 lanes of row r's load if r < rows, else none: a masked load, branch-free (the
+// branches of `r < rows ? load : zero` kept the transposes' operands in memory), and never
+// touching the bytes past the last row.
+template <bool kFull = false>
+inline __mmask16 RowMask(int r, int rows) {
+  return static_cast<__mmask16>(kFull || r < rows ? 0xFFFF : 0);
+}
+
+// t[k], lane r = v[r], lane k: a 16 x 16 transpose of int32 (4 rounds of 16 shuffles).
+[[gnu::always_inline]] inline void Transpose16(const __m512i (&v)[kLanes], __m512i (&t)[kLanes]) {
+  __m512i a[kLanes], b[kLanes];
+  TG_UNROLL
+  for (int r = 0; r < kLanes; r += 2) {  // pairs of rows, dword-interleaved
+    a[r] = _mm512_unpacklo_epi32(v[r], v[r + 1]);
+    a[r + 1] = _mm512_unpackhi_epi32(v[r], v[r + 1]);
+  }
+  TG_UNROLL
+  for (int r = 0; r < kLanes; r += 4) {  // quads, qword-interleaved
+    TG_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      b[r + h] = _mm512_unpacklo_epi64(a[r + h], a[r + 2 + h]);
+      b[r + 2 + h] = _mm512_unpackhi_epi64(a[r + h], a[r + 2 + h]);
+    }
+  }
+  // b[4q + m], 128-bit lane L: dword 4L + m' of rows 4q .. 4q + 3 (m' = (m % 2) * 2 + m / 2).
+  TG_UNROLL
+  for (int q = 0; q < 2; ++q) {  // 128-bit lanes of quads 2q' and 2q' + 1 merged
+    TG_UNROLL
+    for (int m = 0; m < 4; ++m) {
+      const __m512i x = b[8 * q + m], y = b[8 * q + 4 + m];
+      a[8 * q + m] = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0));
+      a[8 * q + 4 + m] = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+  }
+  TG_UNROLL
+  for (int m = 0; m < 8; ++m) {
+    const __m512i x = a[m], y = a[8 + m];
+    const __m512i even = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i odd = _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1));
+    // a[m]: m < 4 -> lanes L = 0, 2 of quads; m >= 4 -> L = 1, 3. even: L = 0 (or 1), odd: 2 (3).
+    const int mm = m % 4, dword = (mm % 2) * 2 + mm / 2, lane = m / 4;
+    t[4 * lane + dword] = even;
+    t[4 * (lane + 2) + dword] = odd;
+  }
+}
+
+// For each panel of 16 weight rows in [r0, r1): repack(panel rows, rows) once, then
+// rows<MR>(activation row i, y + i * ldy + r, lane mask) for MR = 4, then the 1-3 left.
+template <typename Repack, typename Rows>
+void ForPanels(int64_t n, int64_t r0, int64_t r1, Repack&& repack, Rows&& rows) {
+  for (int64_t r = r0; r < r1; r += kLanes) {
+    const int count = static_cast<int>(std::min<int64_t>(kLanes, r1 - r));
+    repack(r, count);
+    const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) rows.template operator()<4>(i, r, store);
+    switch (n - i) {
+      case 3:
+        rows.template operator()<3>(i, r, store);
+        break;
+      case 2:
+        rows.template operator()<2>(i, r, store);
+        break;
+      case 1:
+        rows.template operator()<1>(i, r, store);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// For each panel of 16 weight rows in [r0, r1): direct<MR = n, kFull = (rows == 16)>(r, rows),
+// n <= kDirectRows. kFull lets full panels load rows without masks (the masks' scalar work was
+// a tenth of the decode kernels' instructions).
+template <typename Direct>
+void ForDirectPanels(int64_t n, int64_t r0, int64_t r1, Direct&& direct) {
+  auto run = [&]<int MR>(int64_t r, int rows) {
+    if (rows == kLanes) return direct.template operator()<MR, true>(r, rows);
+    direct.template operator()<MR, false>(r, rows);
+  };
+  for (int64_t r = r0; r < r1; r += kLanes) {
+    const int rows = static_cast<int>(std::min<int64_t>(kLanes, r1 - r));
+    switch (n) {
+      case 4:
+        run.template operator()<4>(r, rows);
+        break;
+      case 3:
+        run.template operator()<3>(r, rows);
+        break;
+      case 2:
+        run.template operator()<2>(r, rows);
+        break;
+      default:
+        run.template operator()<1>(r, rows);
+        break;
+    }
+  }
+}
+
+}  // namespace columns
+TG_ISA_END
+}  // namespace textgen::ops
+#endif  // TG_KQUANT_512
+
+#endif  // TEXTGEN_ENGINE_OPS_COLUMN_LANES_H_
