@@ -99,6 +99,33 @@ void ForPanels(int64_t n, int64_t r0, int64_t r1, Repack&& repack, Rows&& rows) 
   }
 }
 
+// q[k], lane r = dword k of the 16 bytes at p + r * row_bytes (rows < rows; zero above). Vector
+// z[k] holds rows 4L + k in its 128-bit lanes L; a 4 x 4 dword transpose within the lanes then
+// gives every dword in row order (for blocks whose rows are not 64-byte transposable: Q4_0's 18
+// bytes; a gather per dword was slower).
+template <bool kFull>
+[[gnu::always_inline]] inline void Transpose16x4(const uint8_t* p, size_t row_bytes, int rows,
+                                                 __m512i (&q)[4]) {
+  __m512i z[4];
+  TG_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    auto row = [&](int r) {
+      return _mm_maskz_loadu_epi32(static_cast<__mmask8>(RowMask<kFull>(r, rows)),
+                                   p + r * row_bytes);
+    };
+    z[k] = _mm512_inserti32x4(
+        _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(row(k)), row(4 + k), 1),
+                           row(8 + k), 2),
+        row(12 + k), 3);
+  }
+  const __m512i a0 = _mm512_unpacklo_epi32(z[0], z[1]), a1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i a2 = _mm512_unpacklo_epi32(z[2], z[3]), a3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  q[0] = _mm512_unpacklo_epi64(a0, a2);
+  q[1] = _mm512_unpackhi_epi64(a0, a2);
+  q[2] = _mm512_unpacklo_epi64(a1, a3);
+  q[3] = _mm512_unpackhi_epi64(a1, a3);
+}
+
 // For each panel of 16 weight rows in [r0, r1): direct<MR = n, kFull = (rows == 16)>(r, rows),
 // n <= kDirectRows. kFull lets full panels load rows without masks (the masks' scalar work was
 // a tenth of the decode kernels' instructions).

@@ -226,32 +226,8 @@ struct alignas(64) Q4_0PanelBlock {
   float d[kLanes];
 };
 
-// Block b's qs of the 16 rows at w0 (rows < rows; zero above): q[g], lane r = qs dword g of row
-// r. Vector q' (q' = 0..3) holds rows 4L + q' in its 128-bit lanes L; a 4 x 4 dword transpose
-// within the lanes then gives every dword in row order (rows are 18 * nb bytes apart, so wider
-// aligned loads do not line up; a gather per dword was slower).
-template <bool kFull>
-[[gnu::always_inline]] inline void LoadQ4_0Block(const uint8_t* w0, size_t row_bytes, int rows,
-                                                 int64_t b, __m512i (&q)[4]) {
-  const uint8_t* qs = w0 + b * sizeof(BlockQ4_0) + offsetof(BlockQ4_0, qs);
-  __m512i z[4];
-  TG_UNROLL
-  for (int k = 0; k < 4; ++k) {
-    auto row = [&](int r) {
-      return _mm_maskz_loadu_epi32(static_cast<__mmask8>(RowMask<kFull>(r, rows)),
-                                   qs + r * row_bytes);
-    };
-    z[k] = _mm512_inserti32x4(
-        _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(row(k)), row(4 + k), 1),
-                           row(8 + k), 2),
-        row(12 + k), 3);
-  }
-  const __m512i a0 = _mm512_unpacklo_epi32(z[0], z[1]), a1 = _mm512_unpackhi_epi32(z[0], z[1]);
-  const __m512i a2 = _mm512_unpacklo_epi32(z[2], z[3]), a3 = _mm512_unpackhi_epi32(z[2], z[3]);
-  q[0] = _mm512_unpacklo_epi64(a0, a2);
-  q[1] = _mm512_unpackhi_epi64(a0, a2);
-  q[2] = _mm512_unpacklo_epi64(a1, a3);
-  q[3] = _mm512_unpackhi_epi64(a1, a3);
+inline const uint8_t* QsOfQ4_0Block(const uint8_t* w0, int64_t b) {
+  return w0 + b * sizeof(BlockQ4_0) + offsetof(BlockQ4_0, qs);
 }
 
 // F32 d of block b of the 16 rows at w0 (lanes in `valid`, others zero).
@@ -277,14 +253,14 @@ void RepackQ4_0Panel(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb,
   const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
   __m512i q[4];
   for (int64_t b = 0; b < nb; ++b) {
-    LoadQ4_0Block<false>(w0, row_bytes, rows, b, q);
+    Transpose16x4<false>(QsOfQ4_0Block(w0, b), row_bytes, rows, q);
     TG_UNROLL
     for (int g = 0; g < 4; ++g) _mm512_store_si512(out[b].qs[g], q[g]);
     _mm512_store_ps(out[b].d, LoadQ4_0Scales(w0, row_bytes, valid, b));
   }
 }
 
-// Block b (q[g] as LoadQ4_0Block gives, d its F32 scales) times activation rows [0, MR):
+// Block b (q[g] as Transpose16x4 gives, d its F32 scales) times activation rows [0, MR):
 // acc = fma(F32(sumi), d_w * d_x, acc).
 template <int MR>
 [[gnu::always_inline]] inline void AddQ4_0Block(const __m512i (&q)[4], __m512 d,
@@ -344,7 +320,7 @@ void Q4_0DirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, c
   for (int64_t b = 0; b < nb; ++b) {
     PrefetchNextQ4_0Panel(w0, row_bytes, b);
     __m512i q[4];
-    LoadQ4_0Block<kFull>(w0, row_bytes, rows, b, q);
+    Transpose16x4<kFull>(QsOfQ4_0Block(w0, b), row_bytes, rows, q);
     AddQ4_0Block<MR>(q, LoadQ4_0Scales(w0, row_bytes, valid, b), xq, nb, b, acc);
   }
   TG_UNROLL
