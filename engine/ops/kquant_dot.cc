@@ -60,6 +60,9 @@ float DotQ6K(const BlockQ6_K& w, const BlockQ8_K& a) {
 
 // ---- AVX-512 VNNI: tiles of 8 or 4 weight rows x up to 4 activation rows ---------------------
 //
+// (Q4_K itself runs in column lanes at these levels: engine/ops/quant_columns.h. Q5_K keeps
+// Q4KTile below.)
+//
 // Per super-block and weight row the 4- or 6-bit values are unpacked once into 4 zmm of u8
 // (64 values each) and the sub-block scales into 2 zmm of int16, then used by every activation
 // row of the tile: VPDPBUSD (u8 x s8, 4 products per int32 lane, at most 4 * 63 * 128 < 2^15)

@@ -1,5 +1,6 @@
 // Fast mode (--compute bf16) decode kernels for Q4_K and Q6_K weights (what Q4_K_M files are
-// made of), as llama.cpp computes them: activations quantized per call to Q8_K blocks (256
+// made of; at the AVX-512 VNNI levels Q4_K runs in column lanes, engine/ops/quant_columns.h), as
+// llama.cpp computes them: activations quantized per call to Q8_K blocks (256
 // int8 with an F32 scale and sums of 16), then integer dot products per super-block
 // (u8 weights x s8 activations, AVX-512 VNNI or AVX2 maddubs), scaled in F32 per super-block.
 // Weights are read once, at their stored size, straight from the mapping.

@@ -1,9 +1,10 @@
 // Fast mode (--compute bf16) decode kernels for the 32-value block formats Q4_0, Q4_1, Q5_0,
 // Q5_1 and IQ4_NL, as llama.cpp computes them: activations quantized per call to 8-bit blocks
 // of 32 (ggml's Q8_0 / Q8_1), then exact int32 dot products per block (u8 x s8: AVX-512 VNNI
-// dpbusd, AVX2 maddubs + madd, or portable C++), scaled in F32 per block. Weights are read
-// once, at their stored size, straight from the mapping; each weight block is decoded once for
-// up to 4 activation rows.
+// dpbusd, AVX2 maddubs + madd, or portable C++), scaled in F32 per block. Weights are read once,
+// at their stored size, straight from the mapping; each weight block is decoded once for up to 4
+// activation rows. At the AVX-512 VNNI levels Q4_0 runs in column lanes instead
+// (engine/ops/quant_columns.h); the other formats in the row tiles here.
 //
 // Row-range contract as engine/ops/q8_0_gemv.h (y[i * ldy + r] for r in [r0, r1), nothing
 // else touched; single-threaded; arguments trusted; w.in a multiple of 32).
@@ -51,8 +52,9 @@ void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, flo
 // xq [n, nb] repacked for weights of type t, when this level's kernels read a packed layout
 // (AVX-512 VNNI: per pair of blocks 16 int32 lanes of 4 values, values 16p .. 16p + 15 of the
 // pair's block h in lanes 8p + 4h .. 8p + 4h + 3, s_x in a block's first lane and 0 in the
-// others); false, nothing written, otherwise. Once per call: per thread range it was ~11% of
-// Q4_0 prefill (Ice Lake).
+// others); false, nothing written, otherwise (and for Q4_0, whose AVX-512 VNNI kernel reads the
+// Q8_1 blocks as they are: engine/ops/quant_columns.h). Once per call: per thread range it was
+// ~11% of Q4_0 prefill (Ice Lake).
 bool PackSmallQuantInt8(WeightType t, const BlockQ8_1* xq, int64_t n, int64_t nb,
                         PackedActivations* packed);
 

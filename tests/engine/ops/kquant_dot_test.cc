@@ -109,5 +109,38 @@ TEST_CASE("GemvKQuantInt8Prepared: one preparation per call gives every row rang
   CHECK_FALSE(PrepareKQuantInt8(WeightType::kQ8_0, nullptr, 0, 0, &prepared));
 }
 
+TEST_CASE("GemvKQuantInt8: a row's bits do not depend on the call's rows or row range") {
+  // At the VNNI levels Q4_K runs in column lanes: calls of <= 4 activation rows transpose each
+  // panel in registers, larger ones repack it; both must give each row the same bits, whatever
+  // panel (row range start, ragged end) the weight row lands in. Elsewhere the row tiles hold
+  // the same property.
+  std::mt19937 rng(61);
+  for (WeightType t : {WeightType::kQ4_K, WeightType::kQ6_K}) {
+    INFO(WeightTypeName(t));
+    const int64_t in = 768, out = 53, nb = in / 256, rows = 11;
+    const std::vector<uint8_t> data = testing::RandomQuantRows(t, out, in, rng());
+    const WeightView w{t, data.data(), out, in};
+    const std::vector<float> x = testing::Random(rows * in, rng());
+    std::vector<BlockQ8_K> xq(rows * nb);
+    QuantizeActivationsQ8_K(x.data(), rows, in, xq.data());
+    std::vector<float> all(rows * out);
+    GemvKQuantInt8(w, xq.data(), rows, all.data(), out, 0, out);  // one panel path call
+    for (int64_t n : {1, 2, 4}) {
+      for (int64_t i0 = 0; i0 + n <= rows; i0 += 3) {
+        const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
+        std::vector<float> y(n * out, -1.0f);
+        GemvKQuantInt8(w, xq.data() + i0 * nb, n, y.data(), out, r0, r1);
+        INFO("n " << n << " from row " << i0 << ", weight rows " << r0 << ".." << r1);
+        int bad = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          bad += std::memcmp(y.data() + i * out + r0, all.data() + (i0 + i) * out + r0,
+                             (r1 - r0) * sizeof(float)) != 0;
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
 }  // namespace kquant_dot_test
 }  // namespace textgen::ops

@@ -162,5 +162,36 @@ TEST_CASE("GemvSmallQuantInt8Packed: one packing per call gives every row range'
   CHECK_FALSE(PackSmallQuantInt8(WeightType::kQ8_0, nullptr, 0, 0, &packed));
 }
 
+TEST_CASE("GemvSmallQuantInt8: a row's bits do not depend on the call's rows or row range") {
+  // At the VNNI levels Q4_0 runs in column lanes (<= 4 activation rows in registers, more from a
+  // repacked panel): each row must get the same bits either way, in any panel position.
+  std::mt19937 rng(67);
+  for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kIQ4_NL}) {
+    INFO(WeightTypeName(t));
+    const int64_t in = 32 * 23, out = 45, nb = in / 32, rows = 10;
+    const std::vector<uint8_t> data = testing::RandomQuantRows(t, out, in, rng());
+    const WeightView w{t, data.data(), out, in};
+    const std::vector<float> x = testing::Random(rows * in, rng());
+    std::vector<BlockQ8_1> xq(rows * nb);
+    QuantizeActivationsQ8_1(x.data(), rows, in, xq.data());
+    std::vector<float> all(rows * out);
+    GemvSmallQuantInt8(w, xq.data(), rows, all.data(), out, 0, out);
+    for (int64_t n : {1, 3, 4}) {
+      for (int64_t i0 = 0; i0 + n <= rows; i0 += 3) {
+        const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
+        std::vector<float> y(n * out, -1.0f);
+        GemvSmallQuantInt8(w, xq.data() + i0 * nb, n, y.data(), out, r0, r1);
+        INFO("n " << n << " from row " << i0 << ", weight rows " << r0 << ".." << r1);
+        int bad = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          bad += std::memcmp(y.data() + i * out + r0, all.data() + (i0 + i) * out + r0,
+                             (r1 - r0) * sizeof(float)) != 0;
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
 }  // namespace quant_dot_small_test
 }  // namespace textgen::ops
