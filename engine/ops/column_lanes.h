@@ -4,6 +4,7 @@
 #define TEXTGEN_ENGINE_OPS_COLUMN_LANES_H_
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -97,6 +98,18 @@ void ForPanels(int64_t n, int64_t r0, int64_t r1, Repack&& repack, Rows&& rows) 
         break;
     }
   }
+}
+
+// Prefetch of block b of the next panel (16 rows, contiguous after this one's), for decode,
+// where the weights come from DRAM: as many bytes per step as a step reads (blocks of
+// kBlockBytes).
+template <size_t kBlockBytes>
+[[gnu::always_inline]] inline void PrefetchNextPanel(const uint8_t* w0, size_t row_bytes,
+                                                     int64_t b) {
+  constexpr int kBytes = kLanes * static_cast<int>(kBlockBytes);
+  const char* next = reinterpret_cast<const char*>(w0) + kLanes * row_bytes + b * kBytes;
+  TG_UNROLL
+  for (int line = 0; line < kBytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
 }
 
 // q[k], lane r = dword k of the 16 bytes at p + r * row_bytes (rows < rows; zero above). Vector

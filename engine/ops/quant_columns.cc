@@ -79,16 +79,6 @@ void RepackScales(const uint8_t* base, size_t row_bytes, __mmask16 valid, Q4KPan
   _mm512_store_ps(p->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head[0], 16))));
 }
 
-// Prefetch of super-block b of the next panel (16 rows, contiguous after this one's), for
-// decode, where the weights come from DRAM: as many bytes per step as a step reads.
-[[gnu::always_inline]] inline void PrefetchNextPanel(const uint8_t* w0, size_t row_bytes,
-                                                     int64_t b) {
-  constexpr int kBytes = kLanes * static_cast<int>(sizeof(BlockQ4_K));
-  const char* next = reinterpret_cast<const char*>(w0) + kLanes * row_bytes + b * kBytes;
-  TG_UNROLL
-  for (int line = 0; line < kBytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
-}
-
 // Rows [0, rows) (rows <= 16) of the Q4_K rows at w0 (row_bytes apart), all nb super-blocks, into
 // out[0 .. nb): dword transposes of the rows' qs (a gather per vector measured 45% of decode
 // time), gathers for the 16-byte heads.
@@ -96,7 +86,7 @@ void RepackQ4KPanel(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, Q
   const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
   __m512i t[kLanes];
   for (int64_t b = 0; b < nb; ++b) {
-    PrefetchNextPanel(w0, row_bytes, b);
+    PrefetchNextPanel<sizeof(BlockQ4_K)>(w0, row_bytes, b);
     const uint8_t* base = w0 + b * sizeof(BlockQ4_K);
     Q4KPanelBlock& p = out[b];
     TG_UNROLL
@@ -199,7 +189,7 @@ void Q4KDirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, co
   Q4KPanelScales s;
   __m512i t[kLanes];
   for (int64_t b = 0; b < nb; ++b) {
-    PrefetchNextPanel(w0, row_bytes, b);
+    PrefetchNextPanel<sizeof(BlockQ4_K)>(w0, row_bytes, b);
     const uint8_t* base = w0 + b * sizeof(BlockQ4_K);
     RepackScales(base, row_bytes, valid, &s);
     __m512i sumi[MR];
@@ -237,14 +227,6 @@ inline __m512 LoadQ4_0Scales(const uint8_t* w0, size_t row_bytes, __mmask16 vali
   const __m512i d = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, row_off,
                                                 w0 + b * sizeof(BlockQ4_0), 1);
   return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
-}
-
-[[gnu::always_inline]] inline void PrefetchNextQ4_0Panel(const uint8_t* w0, size_t row_bytes,
-                                                         int64_t b) {
-  constexpr int kBytes = kLanes * static_cast<int>(sizeof(BlockQ4_0));
-  const char* next = reinterpret_cast<const char*>(w0) + kLanes * row_bytes + b * kBytes;
-  TG_UNROLL
-  for (int line = 0; line < kBytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
 }
 
 // Rows [0, rows) of the Q4_0 rows at w0, all nb blocks, into out[0 .. nb).
@@ -318,7 +300,7 @@ void Q4_0DirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, c
   TG_UNROLL
   for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    PrefetchNextQ4_0Panel(w0, row_bytes, b);
+    PrefetchNextPanel<sizeof(BlockQ4_0)>(w0, row_bytes, b);
     __m512i q[4];
     Transpose16x4<kFull>(QsOfQ4_0Block(w0, b), row_bytes, rows, q);
     AddQ4_0Block<MR>(q, LoadQ4_0Scales(w0, row_bytes, valid, b), xq, nb, b, acc);

@@ -125,20 +125,11 @@ TEST_CASE("GemvKQuantInt8: a row's bits do not depend on the call's rows or row 
     QuantizeActivationsQ8_K(x.data(), rows, in, xq.data());
     std::vector<float> all(rows * out);
     GemvKQuantInt8(w, xq.data(), rows, all.data(), out, 0, out);  // one panel path call
-    for (int64_t n : {1, 2, 4}) {
-      for (int64_t i0 = 0; i0 + n <= rows; i0 += 3) {
-        const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
-        std::vector<float> y(n * out, -1.0f);
-        GemvKQuantInt8(w, xq.data() + i0 * nb, n, y.data(), out, r0, r1);
-        INFO("n " << n << " from row " << i0 << ", weight rows " << r0 << ".." << r1);
-        int bad = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          bad += std::memcmp(y.data() + i * out + r0, all.data() + (i0 + i) * out + r0,
-                             (r1 - r0) * sizeof(float)) != 0;
-        }
-        CHECK(bad == 0);
-      }
-    }
+    CHECK(testing::RowsDifferingFromOneCall(
+              all, rows, out, {1, 2, 4}, rng,
+              [&](int64_t i0, int64_t n, float* y, int64_t r0, int64_t r1) {
+                GemvKQuantInt8(w, xq.data() + i0 * nb, n, y, out, r0, r1);
+              }) == 0);
   }
 }
 

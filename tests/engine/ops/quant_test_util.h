@@ -75,6 +75,29 @@ inline std::vector<float> Dequantize(WeightType t, const std::vector<uint8_t>& d
   return out;
 }
 
+// For calls of each count in `counts` activation rows, from every third row, over a random
+// weight row range: the number of rows whose outputs differ in any bit from `all` [rows, out]
+// (one call over every row). kernel(i0, n, y, r0, r1) fills y [n, out] for weight rows
+// [r0, r1) from activation rows [i0, i0 + n).
+template <typename Kernel>
+int64_t RowsDifferingFromOneCall(const std::vector<float>& all, int64_t rows, int64_t out,
+                                 const std::vector<int64_t>& counts, std::mt19937& rng,
+                                 Kernel&& kernel) {
+  int64_t bad = 0;
+  for (int64_t n : counts) {
+    for (int64_t i0 = 0; i0 + n <= rows; i0 += 3) {
+      const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
+      std::vector<float> y(n * out, -1.0f);
+      kernel(i0, n, y.data(), r0, r1);
+      for (int64_t i = 0; i < n; ++i) {
+        bad += std::memcmp(y.data() + i * out + r0, all.data() + (i0 + i) * out + r0,
+                           (r1 - r0) * sizeof(float)) != 0;
+      }
+    }
+  }
+  return bad;
+}
+
 }  // namespace textgen::ops::testing
 
 #endif  // TEXTGEN_TESTS_ENGINE_OPS_QUANT_TEST_UTIL_H_
