@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "engine/ops/isa_namespace.h"
 #include "engine/ops/kquant_simd.h"
@@ -100,6 +101,25 @@ void ForPanels(int64_t n, int64_t r0, int64_t r1, Repack&& repack, Rows&& rows) 
   }
 }
 
+// lo[i] += the low nibbles of q[g] times activations x[i] + 4g .. + 3, hi[i] += the high nibbles
+// times x[i] + kHigh + 4g .. + 3, for g < kGroups: exact int32 (VPDPBUSD, u8 x s8), the 4
+// activation bytes broadcast to every lane (weight row).
+template <int MR, int kGroups, int kHigh>
+[[gnu::always_inline]] inline void AddNibbleDots(const __m512i* q, const int8_t* const (&x)[MR],
+                                                 __m512i (&lo)[MR], __m512i (&hi)[MR]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  TG_UNROLL
+  for (int g = 0; g < kGroups; ++g) {
+    const __m512i wl = _mm512_and_si512(q[g], m4);
+    const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(q[g], 4), m4);
+    TG_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      lo[i] = _mm512_dpbusd_epi32(lo[i], wl, _mm512_set1_epi32(Load32(x[i] + 4 * g)));
+      hi[i] = _mm512_dpbusd_epi32(hi[i], wh, _mm512_set1_epi32(Load32(x[i] + kHigh + 4 * g)));
+    }
+  }
+}
+
 // Prefetch of block b of the next panel (16 rows, contiguous after this one's), for decode,
 // where the weights come from DRAM: as many bytes per step as a step reads (blocks of
 // kBlockBytes).
@@ -165,6 +185,24 @@ void ForDirectPanels(int64_t n, int64_t r0, int64_t r1, Direct&& direct) {
         break;
     }
   }
+}
+
+// A column kernel's call: with at most kDirectRows activation rows, direct<MR, kFull>(r, rows)
+// per panel (ForDirectPanels); with more, each panel repacked once, repack(r, rows, buffer), into
+// a per-thread buffer of nb PanelBlocks, then rows<MR>(buffer, i, r, store) per group of
+// activation rows (ForPanels).
+template <typename PanelBlock, typename Direct, typename Repack, typename Rows>
+void RunColumns(int64_t n, int64_t nb, int64_t r0, int64_t r1, Direct&& direct, Repack&& repack,
+                Rows&& rows) {
+  if (n <= kDirectRows) return ForDirectPanels(n, r0, r1, direct);
+  thread_local std::vector<PanelBlock> buffer;
+  buffer.resize(static_cast<size_t>(nb));
+  PanelBlock* panel = buffer.data();
+  ForPanels(
+      n, r0, r1, [&](int64_t r, int count) { repack(r, count, panel); },
+      [&]<int MR>(int64_t i, int64_t r, __mmask16 store) {
+        rows.template operator()<MR>(panel, i, r, store);
+      });
 }
 
 }  // namespace columns

@@ -106,21 +106,14 @@ template <int MR>
 [[gnu::always_inline]] inline void AddSubBlockPair(const __m512i* q, const Q4KPanelScales& s,
                                                    const BlockQ8_K* xq, int64_t nb, int64_t b,
                                                    int c, __m512i (&sumi)[MR]) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512i lo[MR], hi[MR];
+  const int8_t* x[MR];
   TG_UNROLL
-  for (int i = 0; i < MR; ++i) lo[i] = hi[i] = _mm512_setzero_si512();
-  TG_UNROLL
-  for (int g = 0; g < 8; ++g) {
-    const __m512i wl = _mm512_and_si512(q[g], m4);
-    const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(q[g], 4), m4);
-    TG_UNROLL
-    for (int i = 0; i < MR; ++i) {
-      const int8_t* x = xq[i * nb + b].qs + 64 * c + 4 * g;
-      lo[i] = _mm512_dpbusd_epi32(lo[i], wl, _mm512_set1_epi32(Load32(x)));
-      hi[i] = _mm512_dpbusd_epi32(hi[i], wh, _mm512_set1_epi32(Load32(x + 32)));
-    }
+  for (int i = 0; i < MR; ++i) {
+    lo[i] = hi[i] = _mm512_setzero_si512();
+    x[i] = xq[i * nb + b].qs + 64 * c;
   }
+  AddNibbleDots<MR, 8, 32>(q, x, lo, hi);
   const __m512i sc_lo = _mm512_load_si512(s.sc[2 * c]), sc_hi = _mm512_load_si512(s.sc[2 * c + 1]);
   TG_UNROLL
   for (int i = 0; i < MR; ++i) {
@@ -248,24 +241,15 @@ template <int MR>
 [[gnu::always_inline]] inline void AddQ4_0Block(const __m512i (&q)[4], __m512 d,
                                                 const BlockQ8_1* xq, int64_t nb, int64_t b,
                                                 __m512 (&acc)[MR]) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512i lo[MR], hi[MR];
+  const int8_t* x[MR];
   TG_UNROLL
   for (int i = 0; i < MR; ++i) {
     lo[i] = _mm512_set1_epi32(-8 * xq[i * nb + b].sum);  // the values' -8 offset, exact
     hi[i] = _mm512_setzero_si512();
+    x[i] = xq[i * nb + b].qs;
   }
-  TG_UNROLL
-  for (int g = 0; g < 4; ++g) {
-    const __m512i wl = _mm512_and_si512(q[g], m4);
-    const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(q[g], 4), m4);
-    TG_UNROLL
-    for (int i = 0; i < MR; ++i) {
-      const int8_t* x = xq[i * nb + b].qs + 4 * g;
-      lo[i] = _mm512_dpbusd_epi32(lo[i], wl, _mm512_set1_epi32(Load32(x)));
-      hi[i] = _mm512_dpbusd_epi32(hi[i], wh, _mm512_set1_epi32(Load32(x + 16)));
-    }
-  }
+  AddNibbleDots<MR, 4, 16>(q, x, lo, hi);
   TG_UNROLL
   for (int i = 0; i < MR; ++i) {
     acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo[i], hi[i])),
@@ -323,17 +307,15 @@ void GemvQ4KColumns(const WeightView& w, const BlockQ8_K* xq, const int16_t* xs,
                     float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const int64_t nb = w.in / kQkK;
   const size_t rb = w.row_bytes();
-  if (n <= kDirectRows) {
-    return ForDirectPanels(n, r0, r1, [&]<int MR, bool kFull>(int64_t r, int rows) {
-      Q4KDirectRows<MR, kFull>(w.row(r), rb, rows, nb, xq, xs, y + r, ldy);
-    });
-  }
-  thread_local std::vector<Q4KPanelBlock> buffer;
-  buffer.resize(static_cast<size_t>(nb));
-  Q4KPanelBlock* panel = buffer.data();
-  ForPanels(
-      n, r0, r1, [&](int64_t r, int rows) { RepackQ4KPanel(w.row(r), rb, rows, nb, panel); },
-      [&]<int MR>(int64_t i, int64_t r, __mmask16 store) {
+  RunColumns<Q4KPanelBlock>(
+      n, nb, r0, r1,
+      [&]<int MR, bool kFull>(int64_t r, int rows) {
+        Q4KDirectRows<MR, kFull>(w.row(r), rb, rows, nb, xq, xs, y + r, ldy);
+      },
+      [&](int64_t r, int rows, Q4KPanelBlock* panel) {
+        RepackQ4KPanel(w.row(r), rb, rows, nb, panel);
+      },
+      [&]<int MR>(const Q4KPanelBlock* panel, int64_t i, int64_t r, __mmask16 store) {
         Q4KPanelRows<MR>(panel, nb, xq + i * nb, xs + i * nb * 8, y + i * ldy + r, ldy, store);
       });
 }
@@ -342,17 +324,15 @@ void GemvQ4_0Columns(const WeightView& w, const BlockQ8_1* xq, int64_t n, float*
                      int64_t r0, int64_t r1) {
   const int64_t nb = w.in / kQkSmall;
   const size_t rb = w.row_bytes();
-  if (n <= kDirectRows) {
-    return ForDirectPanels(n, r0, r1, [&]<int MR, bool kFull>(int64_t r, int rows) {
-      Q4_0DirectRows<MR, kFull>(w.row(r), rb, rows, nb, xq, y + r, ldy);
-    });
-  }
-  thread_local std::vector<Q4_0PanelBlock> buffer;
-  buffer.resize(static_cast<size_t>(nb));
-  Q4_0PanelBlock* panel = buffer.data();
-  ForPanels(
-      n, r0, r1, [&](int64_t r, int rows) { RepackQ4_0Panel(w.row(r), rb, rows, nb, panel); },
-      [&]<int MR>(int64_t i, int64_t r, __mmask16 store) {
+  RunColumns<Q4_0PanelBlock>(
+      n, nb, r0, r1,
+      [&]<int MR, bool kFull>(int64_t r, int rows) {
+        Q4_0DirectRows<MR, kFull>(w.row(r), rb, rows, nb, xq, y + r, ldy);
+      },
+      [&](int64_t r, int rows, Q4_0PanelBlock* panel) {
+        RepackQ4_0Panel(w.row(r), rb, rows, nb, panel);
+      },
+      [&]<int MR>(const Q4_0PanelBlock* panel, int64_t i, int64_t r, __mmask16 store) {
         Q4_0PanelRows<MR>(panel, nb, xq + i * nb, y + i * ldy + r, ldy, store);
       });
 }
