@@ -16,17 +16,18 @@ TG_ISA_BEGIN
 namespace {
 using namespace columns;  // NOLINT: the shared pieces of column_lanes.h
 
-// One super-block of a 16-row panel. qs[c][g], lane r: qs bytes 32c + 4g .. + 3 of row r, whose
-// low nibbles are values 4g .. 4g + 3 of sub-block 2c and high nibbles those of sub-block 2c + 1
-// (unpacked by the reader: storing them unpacked doubled the stores, which bound decode). Rows
-// past the panel's end are zero throughout, so they add nothing and their lanes are never
-// stored.
+// The scales of one super-block of a 16-row panel, per lane (row).
 struct alignas(64) Q4KPanelScales {
   int32_t sc[8][kLanes];  // sub-block scales
   int32_t mn[4][kLanes];  // (mn[2k], mn[2k + 1]) as an int16 pair, for VPDPWSSD
   float d[kLanes];
   float dmin[kLanes];
 };
+// One super-block of a 16-row panel. qs[c][g], lane r: qs bytes 32c + 4g .. + 3 of row r, whose
+// low nibbles are values 4g .. 4g + 3 of sub-block 2c and high nibbles those of sub-block 2c + 1
+// (unpacked by the reader: storing them unpacked doubled the stores, which bound decode). Rows
+// past the panel's end are zero throughout, so they add nothing and their lanes are never
+// stored.
 struct alignas(64) Q4KPanelBlock {
   uint8_t qs[4][8][64];
   Q4KPanelScales s;
@@ -46,17 +47,14 @@ template <bool kFull = false>
   Transpose16(v, t);
 }
 
-// The scales of the Q4_K blocks at base + r * row_bytes (lanes in `valid`; others zero) from the
+// The scales of the Q4_K blocks at base + r * row_bytes (rows r < rows; others zero) from the
 // 16-byte head of each: dword 0 = d | dmin << 16, 1-3 = u0 u1 u2, the packed 6-bit scales and
-// mins (ggml's get_scale_min_k4, for 16 rows at once).
-void RepackScales(const uint8_t* base, size_t row_bytes, __mmask16 valid, Q4KPanelScales* p) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i row_off = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(row_bytes)));
+// mins (ggml's get_scale_min_k4, for 16 rows at once). The heads by in-lane transposes: a gather
+// per dword cost more (decode is partly compute-bound here).
+template <bool kFull>
+void RepackScales(const uint8_t* base, size_t row_bytes, int rows, Q4KPanelScales* p) {
   __m512i head[4], mn[8];
-  TG_UNROLL
-  for (int k = 0; k < 4; ++k) {
-    head[k] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, row_off, base + 4 * k, 1);
-  }
+  Transpose16x4<kFull>(base, row_bytes, rows, head);
   const __m512i m6 = _mm512_set1_epi32(0x3F), m4d = _mm512_set1_epi32(0x0F);
   const __m512i m2x4 = _mm512_set1_epi32(0x30);  // the top 2 bits of a 6-bit field
   TG_UNROLL
@@ -81,9 +79,8 @@ void RepackScales(const uint8_t* base, size_t row_bytes, __mmask16 valid, Q4KPan
 
 // Rows [0, rows) (rows <= 16) of the Q4_K rows at w0 (row_bytes apart), all nb super-blocks, into
 // out[0 .. nb): dword transposes of the rows' qs (a gather per vector measured 45% of decode
-// time), gathers for the 16-byte heads.
+// time), in-lane transposes for the 16-byte heads.
 void RepackQ4KPanel(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, Q4KPanelBlock* out) {
-  const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
   __m512i t[kLanes];
   for (int64_t b = 0; b < nb; ++b) {
     PrefetchNextPanel<sizeof(BlockQ4_K)>(w0, row_bytes, b);
@@ -95,7 +92,7 @@ void RepackQ4KPanel(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, Q
       TG_UNROLL
       for (int k = 0; k < kLanes; ++k) _mm512_store_si512(p.qs[2 * half + k / 8][k % 8], t[k]);
     }
-    RepackScales(base, row_bytes, valid, &p.s);
+    RepackScales<false>(base, row_bytes, rows, &p.s);
   }
 }
 
@@ -184,7 +181,7 @@ void Q4KDirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, co
   for (int64_t b = 0; b < nb; ++b) {
     PrefetchNextPanel<sizeof(BlockQ4_K)>(w0, row_bytes, b);
     const uint8_t* base = w0 + b * sizeof(BlockQ4_K);
-    RepackScales(base, row_bytes, valid, &s);
+    RepackScales<kFull>(base, row_bytes, rows, &s);
     __m512i sumi[MR];
     TG_UNROLL
     for (int i = 0; i < MR; ++i) sumi[i] = _mm512_setzero_si512();
