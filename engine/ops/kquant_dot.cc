@@ -503,7 +503,7 @@ inline void Q2KTile(const uint8_t* w0, size_t row_bytes, const TileX& x, float* 
 }
 
 // Rows [r0, r1) in tiles of 8 (n <= 2) or 4 weight rows, then single rows (multi_row, by default
-// kMultiRow), or one row at a time: Q6_K below 5 activation rows, whose tiles of 4 or 8 rows
+// kMultiRow), or one row at a time: Q6_K below 4 activation rows, whose tiles of 4 or 8 rows
 // streamed from DRAM at half the rate of single rows on a Zen 5 machine (~18 vs ~35 GB/s per
 // thread, measured with ops-bench --kquant while the prefetches above were compiled away), while
 // from L2 they are faster (74 vs 53 GB/s). Re-measured with working prefetches on the Ice Lake VM:
@@ -634,11 +634,13 @@ void Run512(const WeightView& w, const BlockQ8_K* xq, const KQuantPrepared& p, i
       return Rows512<IQ4XSTileFn, true>(w, TileX{xq, p.xr.data(), nullptr, nb}.Rows(i0), n, y, ldy,
                                         r0, r1);
     case WeightType::kQ6_K:
-      // Multi-row tiles only for prefill-sized calls (the weight block is read from L2 once per
-      // 4 activation rows): Q6_K prefill-128 of stories110M 894-923 -> 940-1044 tok/s (Ice
-      // Lake, 4 interleaved rounds); at n = 4 (beams) they measured no better end to end.
+      // Multi-row tiles only for calls of 4 rows or more (the weight block is read from L2 once
+      // per 4 activation rows): Q6_K prefill-128 of stories110M 894-923 -> 940-1044 tok/s (Ice
+      // Lake, 4 interleaved rounds). At n = 4 (beams) they measured no better end to end there,
+      // but on the Emerald Rapids VM ops-bench's 32000 x 768 call went 1,842 -> 1,532 us and
+      // beam 4 of stories110M Q6_K 6.3-6.5 -> 5.2-6.3 ms per token (3 rounds, alternated).
       return Rows512<Q6KTileFn, false>(w, TileX{xq, nullptr, nullptr, nb}.Rows(i0), n, y, ldy, r0,
-                                       r1, n > 4);
+                                       r1, n >= 4);
     case WeightType::kQ3_K:
       return Rows512<Q3KTileFn, true>(w, TileX{xq, nullptr, nullptr, nb}.Rows(i0), n, y, ldy, r0,
                                       r1);
