@@ -101,21 +101,23 @@ void ForPanels(int64_t n, int64_t r0, int64_t r1, Repack&& repack, Rows&& rows) 
   }
 }
 
-// lo[i] += the low nibbles of q[g] times activations x[i] + 4g .. + 3, hi[i] += the high nibbles
-// times x[i] + kHigh + 4g .. + 3, for g < kGroups: exact int32 (VPDPBUSD, u8 x s8), the 4
-// activation bytes broadcast to every lane (weight row).
+// lo[i] += the low nibbles of q[g] times activations x[i] + 4g .. + 3, hi16[i] += 16 x the high
+// nibbles times x[i] + kHigh + 4g .. + 3, for g < kGroups: exact int32 (VPDPBUSD, u8 x s8), the
+// 4 activation bytes broadcast to every lane (weight row). The high nibbles stay in place (q &
+// 0xF0, 16 x the value): one AND per vector instead of a shift and an AND, the 16 taken out once
+// per sum by the caller (an exact shift: every term is a multiple of 16).
 template <int MR, int kGroups, int kHigh>
 [[gnu::always_inline]] inline void AddNibbleDots(const __m512i* q, const int8_t* const (&x)[MR],
-                                                 __m512i (&lo)[MR], __m512i (&hi)[MR]) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
+                                                 __m512i (&lo)[MR], __m512i (&hi16)[MR]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m4h = _mm512_set1_epi8(static_cast<char>(0xF0));
   TG_UNROLL
   for (int g = 0; g < kGroups; ++g) {
     const __m512i wl = _mm512_and_si512(q[g], m4);
-    const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(q[g], 4), m4);
+    const __m512i wh = _mm512_and_si512(q[g], m4h);
     TG_UNROLL
     for (int i = 0; i < MR; ++i) {
       lo[i] = _mm512_dpbusd_epi32(lo[i], wl, _mm512_set1_epi32(Load32(x[i] + 4 * g)));
-      hi[i] = _mm512_dpbusd_epi32(hi[i], wh, _mm512_set1_epi32(Load32(x[i] + kHigh + 4 * g)));
+      hi16[i] = _mm512_dpbusd_epi32(hi16[i], wh, _mm512_set1_epi32(Load32(x[i] + kHigh + 4 * g)));
     }
   }
 }

@@ -18,7 +18,7 @@ using namespace columns;  // NOLINT: the shared pieces of column_lanes.h
 
 // The scales of one super-block of a 16-row panel, per lane (row).
 struct alignas(64) Q4KPanelScales {
-  int32_t sc[8][kLanes];  // sub-block scales
+  int32_t sc[8][kLanes];  // sub-block scales, x 16 for the even (low-nibble) sub-blocks
   int32_t mn[4][kLanes];  // (mn[2k], mn[2k + 1]) as an int16 pair, for VPDPWSSD
   float d[kLanes];
   float dmin[kLanes];
@@ -61,10 +61,15 @@ void RepackScales(const uint8_t* base, size_t row_bytes, int rows, Q4KPanelScale
   for (int j = 0; j < 4; ++j) {
     const __m512i u0 = _mm512_srli_epi32(head[1], 8 * j), u1 = _mm512_srli_epi32(head[2], 8 * j);
     const __m512i u2 = _mm512_srli_epi32(head[3], 8 * j);
-    _mm512_store_si512(p->sc[j], _mm512_and_si512(u0, m6));
-    _mm512_store_si512(p->sc[j + 4],
-                       _mm512_or_si512(_mm512_and_si512(u2, m4d),
-                                       _mm512_and_si512(_mm512_srli_epi32(u0, 2), m2x4)));
+    // Sub-blocks j and j + 4 are low-nibble ones when j is even: their scale x 16 meets the
+    // high nibbles' 16 (AddNibbleDots).
+    const int x16 = j % 2 == 0 ? 4 : 0;
+    _mm512_store_si512(p->sc[j], _mm512_slli_epi32(_mm512_and_si512(u0, m6), x16));
+    _mm512_store_si512(
+        p->sc[j + 4],
+        _mm512_slli_epi32(_mm512_or_si512(_mm512_and_si512(u2, m4d),
+                                          _mm512_and_si512(_mm512_srli_epi32(u0, 2), m2x4)),
+                          x16));
     mn[j] = _mm512_and_si512(u1, m6);
     mn[j + 4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4d),
                                 _mm512_and_si512(_mm512_srli_epi32(u1, 2), m2x4));
@@ -97,12 +102,13 @@ void RepackQ4KPanel(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, Q
 }
 
 // Adds sub-blocks 2c and 2c + 1 of super-block b (q[g], lane r: qs dword 8c + g of row r) times
-// activation rows [0, MR) to sumi, scaled: sumi += sc[2c] * (low nibbles . x) + sc[2c + 1] *
-// (high nibbles . x), exact in int32.
+// activation rows [0, MR) to sumi16 = 16 x the scaled sum: sumi16 += 16 sc[2c] * (low nibbles .
+// x) + sc[2c + 1] * 16 (high nibbles . x), exact in int32 (|sumi| <= 8 * 63 * 32 * 15 * 128 <
+// 2^25, so 16 sumi < 2^29).
 template <int MR>
 [[gnu::always_inline]] inline void AddSubBlockPair(const __m512i* q, const Q4KPanelScales& s,
                                                    const BlockQ8_K* xq, int64_t nb, int64_t b,
-                                                   int c, __m512i (&sumi)[MR]) {
+                                                   int c, __m512i (&sumi16)[MR]) {
   __m512i lo[MR], hi[MR];
   const int8_t* x[MR];
   TG_UNROLL
@@ -114,17 +120,18 @@ template <int MR>
   const __m512i sc_lo = _mm512_load_si512(s.sc[2 * c]), sc_hi = _mm512_load_si512(s.sc[2 * c + 1]);
   TG_UNROLL
   for (int i = 0; i < MR; ++i) {
-    sumi[i] = _mm512_add_epi32(sumi[i], _mm512_add_epi32(_mm512_mullo_epi32(lo[i], sc_lo),
-                                                         _mm512_mullo_epi32(hi[i], sc_hi)));
+    sumi16[i] = _mm512_add_epi32(sumi16[i], _mm512_add_epi32(_mm512_mullo_epi32(lo[i], sc_lo),
+                                                             _mm512_mullo_epi32(hi[i], sc_hi)));
   }
 }
 
-// Super-block b's F32 step: acc = fma(F32(sumi), d_w * d_x, acc), then minus F32(summs) *
-// dmin_w * d_x, summs = sum_j mn_j * bsum_j exact in int32.
+// Super-block b's F32 step: acc = fma(F32(sumi), d_w * d_x, acc) (sumi = sumi16 / 16, exact),
+// then minus F32(summs) * dmin_w * d_x, summs = sum_j mn_j * bsum_j exact in int32.
 template <int MR>
 [[gnu::always_inline]] inline void FinishSuperBlock(const Q4KPanelScales& s, const BlockQ8_K* xq,
                                                     const int16_t* xs, int64_t nb, int64_t b,
-                                                    const __m512i (&sumi)[MR], __m512 (&acc)[MR]) {
+                                                    const __m512i (&sumi16)[MR],
+                                                    __m512 (&acc)[MR]) {
   const __m512 d = _mm512_load_ps(s.d), dmin = _mm512_load_ps(s.dmin);
   TG_UNROLL
   for (int i = 0; i < MR; ++i) {
@@ -136,7 +143,8 @@ template <int MR>
                                   _mm512_set1_epi32(Load32(sums + 2 * k)));
     }
     const __m512 dx = _mm512_set1_ps(xq[i * nb + b].d);
-    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[i]), _mm512_mul_ps(d, dx), acc[i]);
+    const __m512i sumi = _mm512_srai_epi32(sumi16[i], 4);
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(d, dx), acc[i]);
     acc[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summs), _mm512_mul_ps(dmin, dx), acc[i]);
   }
 }
@@ -151,16 +159,16 @@ void Q4KPanelRows(const Q4KPanelBlock* panel, int64_t nb, const BlockQ8_K* xq, c
   for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q4KPanelBlock& p = panel[b];
-    __m512i sumi[MR];
+    __m512i sumi16[MR];
     TG_UNROLL
-    for (int i = 0; i < MR; ++i) sumi[i] = _mm512_setzero_si512();
+    for (int i = 0; i < MR; ++i) sumi16[i] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
       __m512i q[8];
       TG_UNROLL
       for (int g = 0; g < 8; ++g) q[g] = _mm512_load_si512(p.qs[c][g]);
-      AddSubBlockPair<MR>(q, p.s, xq, nb, b, c, sumi);
+      AddSubBlockPair<MR>(q, p.s, xq, nb, b, c, sumi16);
     }
-    FinishSuperBlock<MR>(p.s, xq, xs, nb, b, sumi, acc);
+    FinishSuperBlock<MR>(p.s, xq, xs, nb, b, sumi16, acc);
   }
   TG_UNROLL
   for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, store, acc[i]);
@@ -182,16 +190,16 @@ void Q4KDirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, co
     PrefetchNextPanel<sizeof(BlockQ4_K)>(w0, row_bytes, b);
     const uint8_t* base = w0 + b * sizeof(BlockQ4_K);
     RepackScales<kFull>(base, row_bytes, rows, &s);
-    __m512i sumi[MR];
+    __m512i sumi16[MR];
     TG_UNROLL
-    for (int i = 0; i < MR; ++i) sumi[i] = _mm512_setzero_si512();
+    for (int i = 0; i < MR; ++i) sumi16[i] = _mm512_setzero_si512();
     TG_UNROLL
     for (int half = 0; half < 2; ++half) {
       TransposeQs<kFull>(base, row_bytes, rows, half, t);
-      AddSubBlockPair<MR>(t, s, xq, nb, b, 2 * half, sumi);
-      AddSubBlockPair<MR>(t + 8, s, xq, nb, b, 2 * half + 1, sumi);
+      AddSubBlockPair<MR>(t, s, xq, nb, b, 2 * half, sumi16);
+      AddSubBlockPair<MR>(t + 8, s, xq, nb, b, 2 * half + 1, sumi16);
     }
-    FinishSuperBlock<MR>(s, xq, xs, nb, b, sumi, acc);
+    FinishSuperBlock<MR>(s, xq, xs, nb, b, sumi16, acc);
   }
   TG_UNROLL
   for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, valid, acc[i]);
@@ -246,10 +254,11 @@ template <int MR>
     hi[i] = _mm512_setzero_si512();
     x[i] = xq[i * nb + b].qs;
   }
-  AddNibbleDots<MR, 4, 16>(q, x, lo, hi);
+  AddNibbleDots<MR, 4, 16>(q, x, lo, hi);  // hi: 16 x the high nibbles' sum
   TG_UNROLL
   for (int i = 0; i < MR; ++i) {
-    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo[i], hi[i])),
+    const __m512i sumi = _mm512_add_epi32(lo[i], _mm512_srai_epi32(hi[i], 4));
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi),
                              _mm512_mul_ps(d, _mm512_set1_ps(xq[i * nb + b].d)), acc[i]);
   }
 }
