@@ -229,10 +229,13 @@ void SimdRows(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int
 // The activations are repacked in the same byte order (PackedActivations, quant_dot_small.h),
 // zero-padded to an even block count (zeros contribute exactly 0 whatever the weight byte).
 
+// Q4_0 runs in column lanes at these levels (quant_columns.h); the tiles serve the rest.
+template <typename Block>
+constexpr bool kTiles512 = !std::is_same_v<Block, BlockQ4_0>;
+
 // The integer offset of every weight value of the format (IQ4_NL: its table is stored + 128).
 template <typename Block>
-constexpr int kOffset512 = std::is_same_v<Block, BlockQ4_0>     ? -8
-                           : std::is_same_v<Block, BlockQ5_0>   ? -16
+constexpr int kOffset512 = std::is_same_v<Block, BlockQ5_0>     ? -16
                            : std::is_same_v<Block, BlockIQ4_NL> ? -128
                                                                 : 0;
 
@@ -244,7 +247,7 @@ void PackSmall(const BlockQ8_1* xq, int64_t n, int64_t nb, int offset, PackedAct
   a->d.resize(lanes);
   a->s.resize(lanes);
   a->c.resize(lanes);
-  // offset x (sum of 4 q_x) = -(|offset| as u8 x q_x, VPDPBUSD): offset is 0, -8, -16 or -128,
+  // offset x (sum of 4 q_x) = -(|offset| as u8 x q_x, VPDPBUSD): offset is 0, -16 or -128,
   // so |offset| fits the unsigned operand (128 as the byte 0x80).
   const __m128i magnitude = _mm_set1_epi8(static_cast<char>(-offset));
   const __m128i zero = _mm_setzero_si128();
@@ -419,12 +422,13 @@ struct SimdKernel {
   static void Run(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                   int64_t r0, int64_t r1) {
 #if defined(TG_SMALL_512)
-    if constexpr (std::is_same_v<Block, BlockQ4_0>) {
-      return GemvQ4_0Columns(w, xq, n, y, ldy, r0, r1);
+    if constexpr (kTiles512<Block>) {
+      thread_local PackedActivations a;
+      PackSmall(xq, n, w.in / kQkSmall, kOffset512<Block>, &a);
+      Rows512<Block>(w, a, 0, n, y, ldy, r0, r1);
+    } else {
+      GemvQ4_0Columns(w, xq, n, y, ldy, r0, r1);
     }
-    thread_local PackedActivations a;
-    PackSmall(xq, n, w.in / kQkSmall, kOffset512<Block>, &a);
-    Rows512<Block>(w, a, 0, n, y, ldy, r0, r1);
 #else
     SimdRows<Block>(w, xq, n, y, ldy, r0, r1);
 #endif
@@ -436,7 +440,7 @@ struct SimdKernel {
 template <typename Block>
 struct PackKernel {
   static void Run(const BlockQ8_1* xq, int64_t n, int64_t nb, PackedActivations* packed) {
-    PackSmall(xq, n, nb, kOffset512<Block>, packed);
+    if constexpr (kTiles512<Block>) PackSmall(xq, n, nb, kOffset512<Block>, packed);
   }
 };
 
@@ -444,7 +448,7 @@ template <typename Block>
 struct PackedKernel {
   static void Run(const WeightView& w, const PackedActivations& a, int64_t i0, int64_t n, float* y,
                   int64_t ldy, int64_t r0, int64_t r1) {
-    Rows512<Block>(w, a, i0, n, y, ldy, r0, r1);
+    if constexpr (kTiles512<Block>) Rows512<Block>(w, a, i0, n, y, ldy, r0, r1);
   }
 };
 
@@ -519,7 +523,7 @@ bool PackSmallQuantInt8(WeightType t, const BlockQ8_1* xq, int64_t n, int64_t nb
                         PackedActivations* packed) {
 #if defined(TG_SMALL_512)
   // Q4_0 reads the Q8_1 blocks as they are (quant_columns.h).
-  if (!HasSmallQuantInt8(t) || t == WeightType::kQ4_0) return false;
+  if (!HasSmallQuantInt8(t) || t == WeightType::kQ4_0) return false;  // kTiles512
   Dispatch<PackKernel>(t, xq, n, nb, packed);
   return true;
 #else
