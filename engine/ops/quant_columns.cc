@@ -186,8 +186,9 @@ void Q4KDirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, co
   for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
   Q4KPanelScales s;
   __m512i t[kLanes];
+  RowsAheadPrefetch<sizeof(BlockQ4_K), 4> prefetch(w0, row_bytes, nb);
   for (int64_t b = 0; b < nb; ++b) {
-    PrefetchNextPanel<sizeof(BlockQ4_K)>(w0, row_bytes, b);
+    prefetch.Step();
     const uint8_t* base = w0 + b * sizeof(BlockQ4_K);
     RepackScales<kFull>(base, row_bytes, rows, &s);
     __m512i sumi16[MR];
