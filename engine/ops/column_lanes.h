@@ -134,18 +134,20 @@ template <size_t kBlockBytes>
   for (int line = 0; line < kBytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
 }
 
-// The decode (direct) calls' prefetch, in the order a panel is read: kAhead blocks ahead, each
-// of the 16 rows' block (past the panel's last block, the next panel's first ones), kBlockBytes
-// / 64 lines per row (for Q4_K's 144-byte blocks at 16-byte-aligned offsets, 3 lines cover a
-// block). Why not PrefetchNextPanel's linear sweep of the next panel (which prefill's repack
-// keeps): it holds a whole panel in flight (16 rows x row_bytes, 36 KiB for 4096-wide rows), and
-// from DRAM it read much slower. Measured on the Emerald Rapids VM (ops-bench --kquant, one
+// The decode (direct) calls' prefetch (Q4_K, Q8_0), in the order a panel is read: kAhead blocks
+// ahead, each of the 16 rows' block (past the panel's last block, the next panel's first ones),
+// kBlockBytes / 64 lines per row (for Q4_K's 144-byte blocks at 16-byte-aligned offsets, 3 lines
+// cover a block). Why not PrefetchNextPanel's linear sweep of the next panel (which prefill's
+// repack keeps): it holds a whole panel in flight (16 rows x row_bytes, 36 KiB for 4096-wide rows),
+// and from DRAM it read much slower. Measured on the Emerald Rapids VM (ops-bench --kquant, one
 // thread, Q4_K, fastest of 100 calls, 3 rounds alternated, us per call, sweep -> this): 32000 x
 // 4096 from DRAM at 1 row 6,682-7,260 -> 3,438-4,978, at 4 rows 9,794-9,945 -> 5,310-7,836;
 // from L3 (32000 x 768) 638-645 -> 738-767 (16% slower); from L2 the same. End to end:
 // TinyLlama Q4_K_M decode 27.2-28.3 -> 29.3-31.6 tok/s (4 rounds), beam 4 47.5-53.0 ->
 // 42.1-43.7 ms/token; stories110M Q4_K_M (its 71 MB sit in this VM's L3) decode 330-334 ->
-// 314-317 (-5%). Real models stream from DRAM, so DRAM decides.
+// 314-317 (-5%). Real models stream from DRAM, so DRAM decides. Q8_0 (34-byte blocks, 16 ahead:
+// about as many bytes): TinyLlama Q8_0 decode 15.4-16.0 -> 17.2-19.3 tok/s (3 rounds). Q4_0 (18
+// bytes, most per-row prefetches repeats) measured slower with it and keeps the sweep.
 template <size_t kBlockBytes, int kAhead>
 class RowsAheadPrefetch {
  public:

@@ -6,6 +6,7 @@
 
 #include "engine/ops/half.h"
 #include "engine/ops/isa_namespace.h"
+#include "engine/ops/quant_columns.h"
 #include "engine/ops/simd.h"
 
 namespace textgen::ops {
@@ -137,130 +138,25 @@ void QuantizeBlock(const float* v, BlockQ8_0* out) {
 }
 #endif  // __AVX512F__
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#if defined(TG_KQUANT_512)
 #define TG_Q8_0_VNNI 1
 
 // ---- GemvQ8_0Vnni --------------------------------------------------------------------------
 //
-// VPDPBUSD multiplies unsigned by signed bytes, and both q_w and q_x are signed. Of the two
-// usual fixes, the sign trick (|q_x| times q_w negated where q_x < 0) costs two sign operations
-// per (x row, weight vector) pair, VPSIGNB has no 512-bit form, and negating q_w = -128
-// overflows int8 (it stays -128, a wrong product). Instead the weights are offset: q_w ^ 0x80
-// read as unsigned is q_w + 128 (0..255, so -128 works too), and
-//   sum (q_w + 128) * q_x = sum q_w * q_x + 128 * sum q_x.
-// The correction depends only on the activations, so it is computed once per call: each
-// activation row gets, per group of 4 bytes (one int32 lane of VPDPBUSD), -128 * (sum of those
-// 4 q_x), and that vector is the accumulator VPDPBUSD starts from. The hot loop then pays one
-// XOR per weight vector (shared by all x rows) and gets the exact int32 sums.
+// At the AVX-512 VNNI levels in column lanes (engine/ops/quant_columns.h): 16 weight rows per
+// zmm, q_w + 128 as u8 against 4 activation bytes broadcast per VPDPBUSD, each block's exact
+// integer sum scaled once per row (ggml's formula per block). Before, tiles of weight rows held
+// two blocks of one row per zmm and paid a conversion, a multiply and an FMA per VPDPBUSD.
 //
-// The activations are repacked once per call (PackedActivations, without s) into a layout the
-// loop reads with plain 64-byte loads, two blocks per zmm (int32 lanes 0-7: block b, 8-15:
-// block b + 1), padded to an even number of blocks with zeros (which contribute exactly 0):
-//   q [n, nbp * 32] int8, d [n, nbp * 8] F32 (d_x of each lane's block), c [n, nbp * 8] int32.
+// The per-call preparation (PackQ8_0Vnni): per activation block F32(d_x) and -128 * sum(q_x),
+// in packed->d and packed->c ([rows, nb] each).
 void PackActivations(const BlockQ8_0* xq, int64_t n, int64_t nb, PackedActivations* a) {
-  a->nbp = (nb + 1) & ~int64_t{1};
-  // Every lane is written below (no zero fill first).
-  a->q.resize(static_cast<size_t>(n * a->nbp * kBlock));
-  a->d.resize(static_cast<size_t>(n * a->nbp * 8));
-  a->c.resize(static_cast<size_t>(n * a->nbp * 8));
+  a->nbp = nb;
+  a->q.clear();
   a->s.clear();
-  // -128 x (sum of each lane's 4 q_x) = -(0x80 as u8 x q_x, VPDPBUSD).
-  const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t b = 0; b < a->nbp; ++b) {
-      const int64_t at = i * a->nbp + b;
-      __m256i q = _mm256_setzero_si256();
-      float dx = 0.0f;
-      if (b < nb) {  // else the padding block of an odd count
-        q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[i * nb + b].qs));
-        dx = half::F16ToF32(xq[i * nb + b].d);
-      }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a->q.data() + at * kBlock), q);
-      _mm256_storeu_ps(a->d.data() + at * 8, _mm256_set1_ps(dx));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a->c.data() + at * 8),
-                          _mm256_sub_epi32(_mm256_setzero_si256(),
-                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), k128, q)));
-    }
-  }
-}
-
-// Word indices picking a pair's two F16 scales (bytes 0 and 34 of the 68-byte pair) into
-// words 0-7 and 8-15.
-alignas(64) constexpr uint16_t kScaleWords[32] = {0,  0,  0,  0,  0,  0,  0,  0,
-                                                  17, 17, 17, 17, 17, 17, 17, 17};
-
-template <int MR, int NR>
-inline void VnniTile(const uint8_t* w0, size_t row_bytes, int64_t nb, const PackedActivations& a,
-                     int64_t i0, float* y, int64_t ldy) {
-  const int64_t ldq = a.nbp * kBlock, lds = a.nbp * 8;
-  const int8_t* qx = a.q.data() + i0 * ldq;
-  const float* dx = a.d.data() + i0 * lds;
-  const int32_t* cx = a.c.data() + i0 * lds;
-  const __m512i k80 = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i scale_idx = _mm512_load_si512(kScaleWords);
-  __m512 acc[MR][NR];
-  TG_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  }
-  // One step: weight vectors wq[j] (q_w + 128 of two blocks) with their scales dw[j] (lanes
-  // 0-7 / 8-15) against the activations' blocks starting at block b.
-  auto step = [&](const __m512i(&wq)[NR], const __m512(&dw)[NR], int64_t b) {
-    TG_UNROLL
-    for (int i = 0; i < MR; ++i) {
-      const __m512i xv = _mm512_loadu_si512(qx + i * ldq + b * kBlock);
-      const __m512 dxv = _mm512_loadu_ps(dx + i * lds + b * 8);
-      const __m512i cxv = _mm512_loadu_si512(cx + i * lds + b * 8);
-      TG_UNROLL
-      for (int j = 0; j < NR; ++j) {
-        const __m512i isum = _mm512_dpbusd_epi32(cxv, wq[j], xv);
-        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw[j], dxv), acc[i][j]);
-      }
-    }
-  };
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    __m512i wq[NR];
-    __m512 dw[NR];
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) {
-      const uint8_t* p = w0 + j * row_bytes + b * kQ8_0BlockBytes;
-      const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-      const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 36));
-      wq[j] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), k80);
-      const __m512i raw = _mm512_loadu_si512(p);  // bytes [0, 64) of the pair: both scales
-      dw[j] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(scale_idx, raw)));
-    }
-    PrefetchNextTile<NR>(w0, row_bytes, b);
-    step(wq, dw, b);
-  }
-  if (b < nb) {
-    // Odd block count: the last block alone in lanes 0-7. The upper weight bytes become 128,
-    // which meet the activations' zero padding; their scale lanes are zeroed so that even an
-    // inf/NaN d_w adds nothing there.
-    __m512i wq[NR];
-    __m512 dw[NR];
-    TG_UNROLL
-    for (int j = 0; j < NR; ++j) {
-      const uint8_t* p = w0 + j * row_bytes + b * kQ8_0BlockBytes;
-      const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-      wq[j] = _mm512_xor_si512(_mm512_zextsi256_si512(q0), k80);
-      dw[j] = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(half::F16ToF32(half::LoadU16(p))));
-    }
-    step(wq, dw, b);
-  }
-  simd::StoreSums<MR, NR>(acc, y, ldy);
-}
-
-template <int MR, int NR>
-void VnniRows(const WeightView& w, const PackedActivations& a, int64_t i0, float* y, int64_t ldy,
-              int64_t r0, int64_t r1) {
-  const size_t rb = w.row_bytes();
-  const int64_t nb = w.in / kBlock;
-  ForRowTiles<NR>(r0, r1, [&]<int N>(int64_t r, RowsTag<N>) {
-    VnniTile<MR, N>(w.row(r), rb, nb, a, i0, y + r, ldy);
-  });
+  a->d.resize(static_cast<size_t>(n * nb));
+  a->c.resize(static_cast<size_t>(n * nb));
+  PrepareQ8_0Columns(xq, n * nb, a->d.data(), a->c.data());
 }
 #endif  // VNNI
 
@@ -544,10 +440,9 @@ void GemvQ8_0VnniPacked(const WeightView& w, const BlockQ8_0* xq, const PackedAc
                         int64_t i0, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) {
 #if defined(TG_Q8_0_VNNI)
   if (packed != nullptr) {
-    simd::ForActivationRows<4, 8>(n, [&]<int MR, int NR>(int64_t i) {
-      VnniRows<MR, NR>(w, *packed, i0 + i, y + i * ldy, ldy, r0, r1);
-    });
-    return;
+    const int64_t nb = w.in / kBlock;
+    return GemvQ8_0Columns(w, xq + i0 * nb, packed->d.data() + i0 * nb, packed->c.data() + i0 * nb,
+                           n, y, ldy, r0, r1);
   }
 #else
   (void)packed;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/ops/column_lanes.h"
+#include "engine/ops/half.h"
 #include "engine/ops/isa_namespace.h"
 #include "engine/ops/kquant_simd.h"
 
@@ -219,12 +220,14 @@ inline const uint8_t* QsOfQ4_0Block(const uint8_t* w0, int64_t b) {
   return w0 + b * sizeof(BlockQ4_0) + offsetof(BlockQ4_0, qs);
 }
 
-// F32 d of block b of the 16 rows at w0 (lanes in `valid`, others zero).
-inline __m512 LoadQ4_0Scales(const uint8_t* w0, size_t row_bytes, __mmask16 valid, int64_t b) {
+// F32 d (the F16 at the block's start, as Q4_0 and Q8_0 store it) of block b of the 16 rows at
+// w0 (lanes in `valid`, others zero).
+template <size_t kBlockBytes>
+inline __m512 LoadBlockScales(const uint8_t* w0, size_t row_bytes, __mmask16 valid, int64_t b) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i row_off = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(row_bytes)));
-  const __m512i d = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, row_off,
-                                                w0 + b * sizeof(BlockQ4_0), 1);
+  const __m512i d =
+      _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, row_off, w0 + b * kBlockBytes, 1);
   return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
 }
 
@@ -237,7 +240,7 @@ void RepackQ4_0Panel(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb,
     Transpose16x4<false>(QsOfQ4_0Block(w0, b), row_bytes, rows, q);
     TG_UNROLL
     for (int g = 0; g < 4; ++g) _mm512_store_si512(out[b].qs[g], q[g]);
-    _mm512_store_ps(out[b].d, LoadQ4_0Scales(w0, row_bytes, valid, b));
+    _mm512_store_ps(out[b].d, LoadBlockScales<sizeof(BlockQ4_0)>(w0, row_bytes, valid, b));
   }
 }
 
@@ -294,7 +297,110 @@ void Q4_0DirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, c
     PrefetchNextPanel<sizeof(BlockQ4_0)>(w0, row_bytes, b);
     __m512i q[4];
     Transpose16x4<kFull>(QsOfQ4_0Block(w0, b), row_bytes, rows, q);
-    AddQ4_0Block<MR>(q, LoadQ4_0Scales(w0, row_bytes, valid, b), xq, nb, b, acc);
+    AddQ4_0Block<MR>(q, LoadBlockScales<sizeof(BlockQ4_0)>(w0, row_bytes, valid, b), xq, nb, b,
+                     acc);
+  }
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, valid, acc[i]);
+}
+
+// ---- Q8_0 ----
+//
+// VPDPBUSD multiplies u8 by s8 and both sides are signed: the weights go in as q_w ^ 0x80 (= q_w +
+// 128 read as u8), and each activation block's sum starts from -128 x sum(q_x), so the lanes end
+// at the exact sum of q_w * q_x (|.| <= 32 * 255 * 128 before the offset).
+
+// One block of a 16-row panel: qs[g], lane r: q_w + 128 of values 4g .. 4g + 3 of row r; d as
+// F32.
+struct alignas(64) Q8_0PanelBlock {
+  uint8_t qs[8][64];
+  float d[kLanes];
+};
+
+// q[g], lane r: values 4g .. 4g + 3 of the Q8_0 block at block + r * row_bytes, + 128 as u8
+// (rows < rows; the others hold 128s, never stored).
+template <bool kFull>
+[[gnu::always_inline]] inline void TransposeQ8_0(const uint8_t* block, size_t row_bytes, int rows,
+                                                 __m512i (&q)[8]) {
+  const uint8_t* qs = block + offsetof(BlockQ8_0, qs);
+  __m512i lo[4], hi[4];
+  Transpose16x4<kFull>(qs, row_bytes, rows, lo);
+  Transpose16x4<kFull>(qs + 16, row_bytes, rows, hi);
+  const __m512i k80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  TG_UNROLL
+  for (int g = 0; g < 4; ++g) {
+    q[g] = _mm512_xor_si512(lo[g], k80);
+    q[4 + g] = _mm512_xor_si512(hi[g], k80);
+  }
+}
+
+void RepackQ8_0Panel(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb,
+                     Q8_0PanelBlock* out) {
+  const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
+  __m512i q[8];
+  for (int64_t b = 0; b < nb; ++b) {
+    PrefetchNextPanel<sizeof(BlockQ8_0)>(w0, row_bytes, b);
+    TransposeQ8_0<false>(w0 + b * sizeof(BlockQ8_0), row_bytes, rows, q);
+    TG_UNROLL
+    for (int g = 0; g < 8; ++g) _mm512_store_si512(out[b].qs[g], q[g]);
+    _mm512_store_ps(out[b].d, LoadBlockScales<sizeof(BlockQ8_0)>(w0, row_bytes, valid, b));
+  }
+}
+
+// Block b (q as TransposeQ8_0 gives, d its F32 scales) times activation rows [0, MR) (xq, and
+// dx / cx from PrepareQ8_0Columns, row stride nb): acc = fma(F32(sumi), d_w * d_x, acc).
+template <int MR>
+[[gnu::always_inline]] inline void AddQ8_0Block(const __m512i (&q)[8], __m512 d,
+                                                const BlockQ8_0* xq, const float* dx,
+                                                const int32_t* cx, int64_t nb, int64_t b,
+                                                __m512 (&acc)[MR]) {
+  __m512i s[MR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) s[i] = _mm512_set1_epi32(cx[i * nb + b]);
+  TG_UNROLL
+  for (int g = 0; g < 8; ++g) {
+    TG_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      s[i] = _mm512_dpbusd_epi32(s[i], q[g], _mm512_set1_epi32(Load32(xq[i * nb + b].qs + 4 * g)));
+    }
+  }
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]),
+                             _mm512_mul_ps(d, _mm512_set1_ps(dx[i * nb + b])), acc[i]);
+  }
+}
+
+template <int MR>
+void Q8_0PanelRows(const Q8_0PanelBlock* panel, int64_t nb, const BlockQ8_0* xq, const float* dx,
+                   const int32_t* cx, float* y, int64_t ldy, __mmask16 store) {
+  __m512 acc[MR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i q[8];
+    TG_UNROLL
+    for (int g = 0; g < 8; ++g) q[g] = _mm512_load_si512(panel[b].qs[g]);
+    AddQ8_0Block<MR>(q, _mm512_load_ps(panel[b].d), xq, dx, cx, nb, b, acc);
+  }
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, store, acc[i]);
+}
+
+template <int MR, bool kFull>
+void Q8_0DirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, const BlockQ8_0* xq,
+                    const float* dx, const int32_t* cx, float* y, int64_t ldy) {
+  const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
+  __m512 acc[MR];
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  RowsAheadPrefetch<sizeof(BlockQ8_0), 16> prefetch(w0, row_bytes, nb);
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.Step();
+    __m512i q[8];
+    TransposeQ8_0<kFull>(w0 + b * sizeof(BlockQ8_0), row_bytes, rows, q);
+    AddQ8_0Block<MR>(q, LoadBlockScales<sizeof(BlockQ8_0)>(w0, row_bytes, valid, b), xq, dx, cx, nb,
+                     b, acc);
   }
   TG_UNROLL
   for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, valid, acc[i]);
@@ -341,6 +447,39 @@ void GemvQ4_0Columns(const WeightView& w, const BlockQ8_1* xq, int64_t n, float*
       },
       [&]<int MR>(const Q4_0PanelBlock* panel, int64_t i, int64_t r, __mmask16 store) {
         Q4_0PanelRows<MR>(panel, nb, xq + i * nb, y + i * ldy + r, ldy, store);
+      });
+}
+
+void PrepareQ8_0Columns(const BlockQ8_0* xq, int64_t count, float* dx, int32_t* cx) {
+  const __m256i k80 = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < count; ++b) {
+    // sum(q_x + 128) by VPSADBW (4 sums of 8 bytes), less 32 * 128.
+    const __m256i sad = _mm256_sad_epu8(
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[b].qs)), k80),
+        _mm256_setzero_si256());
+    const __m128i pair =
+        _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+    const int64_t sum = _mm_cvtsi128_si64(pair) + _mm_extract_epi64(pair, 1) - 32 * 128;
+    dx[b] = half::F16ToF32(xq[b].d);
+    cx[b] = static_cast<int32_t>(-128 * sum);
+  }
+}
+
+void GemvQ8_0Columns(const WeightView& w, const BlockQ8_0* xq, const float* dx, const int32_t* cx,
+                     int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int64_t nb = w.in / kQkSmall;
+  const size_t rb = w.row_bytes();
+  RunColumns<Q8_0PanelBlock>(
+      n, nb, r0, r1,
+      [&]<int MR, bool kFull>(int64_t r, int rows) {
+        Q8_0DirectRows<MR, kFull>(w.row(r), rb, rows, nb, xq, dx, cx, y + r, ldy);
+      },
+      [&](int64_t r, int rows, Q8_0PanelBlock* panel) {
+        RepackQ8_0Panel(w.row(r), rb, rows, nb, panel);
+      },
+      [&]<int MR>(const Q8_0PanelBlock* panel, int64_t i, int64_t r, __mmask16 store) {
+        Q8_0PanelRows<MR>(panel, nb, xq + i * nb, dx + i * nb, cx + i * nb, y + i * ldy + r, ldy,
+                          store);
       });
 }
 

@@ -1,4 +1,4 @@
-// Q4_K and Q4_0 fast mode (--compute bf16) at the AVX-512 VNNI levels with weight rows in the
+// Q4_K, Q4_0 and Q8_0 fast mode (--compute bf16) at the AVX-512 VNNI levels with weight rows in the
 // vector lanes ("column lanes"): a panel of 16 weight rows is repacked once per call into a
 // per-thread buffer, 4 consecutive u8 values of each row per int32 lane, and every activation row
 // of the call then meets it with VPDPBUSD against 4 activation bytes broadcast to all lanes.
@@ -47,6 +47,16 @@ void GemvQ4KColumns(const WeightView& w, const BlockQ8_K* xq, const int16_t* xs,
 // weight rows [r0, r1).
 void GemvQ4_0Columns(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                      int64_t r0, int64_t r1);
+
+// Per Q8_0 activation block, once per call: dx = F32(d), cx = -128 * sum(q) (the offset of the
+// weights' u8 form), dx and cx [count].
+void PrepareQ8_0Columns(const BlockQ8_0* xq, int64_t count, float* dx, int32_t* cx);
+
+// Q8_0 weights w times activation rows [0, n) of xq [n, w.in / 32] (dx, cx from
+// PrepareQ8_0Columns, same layout), for weight rows [r0, r1): per block of 32, acc = fma(F32(sumi),
+// F32(d_w) * d_x, acc) with ggml's exact sumi = sum q_w * q_x.
+void GemvQ8_0Columns(const WeightView& w, const BlockQ8_0* xq, const float* dx, const int32_t* cx,
+                     int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1);
 #endif
 
 TG_ISA_END
