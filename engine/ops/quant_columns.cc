@@ -267,21 +267,32 @@ template <int MR>
   }
 }
 
-// Activation rows [0, MR) (xq with row stride nb) times one repacked Q4_0 panel.
-template <int MR>
-void Q4_0PanelRows(const Q4_0PanelBlock* panel, int64_t nb, const BlockQ8_1* xq, float* y,
-                   int64_t ldy, __mmask16 store) {
+// Activation rows [0, MR) times one repacked panel of blocks with one scale each (Q4_0, Q8_0:
+// qs[kGroups][64], d[16]): add(q, d, b, acc) adds block b; y[i * ldy + r] for the lanes in store.
+template <int MR, int kGroups, typename PanelBlock, typename Add>
+[[gnu::always_inline]] inline void ScaledPanelRows(const PanelBlock* panel, int64_t nb, float* y,
+                                                   int64_t ldy, __mmask16 store, Add&& add) {
   __m512 acc[MR];
   TG_UNROLL
   for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    __m512i q[4];
+    __m512i q[kGroups];
     TG_UNROLL
-    for (int g = 0; g < 4; ++g) q[g] = _mm512_load_si512(panel[b].qs[g]);
-    AddQ4_0Block<MR>(q, _mm512_load_ps(panel[b].d), xq, nb, b, acc);
+    for (int g = 0; g < kGroups; ++g) q[g] = _mm512_load_si512(panel[b].qs[g]);
+    add(q, _mm512_load_ps(panel[b].d), b, acc);
   }
   TG_UNROLL
   for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, store, acc[i]);
+}
+
+// Activation rows [0, MR) (xq with row stride nb) times one repacked Q4_0 panel.
+template <int MR>
+void Q4_0PanelRows(const Q4_0PanelBlock* panel, int64_t nb, const BlockQ8_1* xq, float* y,
+                   int64_t ldy, __mmask16 store) {
+  ScaledPanelRows<MR, 4>(
+      panel, nb, y, ldy, store,
+      [&](const __m512i(&q)[4], __m512 d, int64_t b, __m512(&acc)[MR])
+          __attribute__((always_inline)) { AddQ4_0Block<MR>(q, d, xq, nb, b, acc); });
 }
 
 // The calls of at most kDirectRows activation rows: each block loaded and transposed in
@@ -374,17 +385,10 @@ template <int MR>
 template <int MR>
 void Q8_0PanelRows(const Q8_0PanelBlock* panel, int64_t nb, const BlockQ8_0* xq, const float* dx,
                    const int32_t* cx, float* y, int64_t ldy, __mmask16 store) {
-  __m512 acc[MR];
-  TG_UNROLL
-  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    __m512i q[8];
-    TG_UNROLL
-    for (int g = 0; g < 8; ++g) q[g] = _mm512_load_si512(panel[b].qs[g]);
-    AddQ8_0Block<MR>(q, _mm512_load_ps(panel[b].d), xq, dx, cx, nb, b, acc);
-  }
-  TG_UNROLL
-  for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(y + i * ldy, store, acc[i]);
+  ScaledPanelRows<MR, 8>(
+      panel, nb, y, ldy, store,
+      [&](const __m512i(&q)[8], __m512 d, int64_t b, __m512(&acc)[MR])
+          __attribute__((always_inline)) { AddQ8_0Block<MR>(q, d, xq, dx, cx, nb, b, acc); });
 }
 
 template <int MR, bool kFull>
