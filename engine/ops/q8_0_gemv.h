@@ -38,15 +38,17 @@ void QuantizeActivationsQ8_0(const float* x, int64_t n, int64_t in, BlockQ8_0* x
 // [n, w.in / 32], e.g. by QuantizeActivationsQ8_0):
 //   y = sum over blocks b of (F32(d_w[b]) * F32(d_x[b])) * (int32 sum_k q_w[k] * q_x[k]).
 // The integer products and sums are exact (AVX-512 VNNI, or on AVX2 int16-widened
-// _mm256_madd_epi16; int32 lanes of 4 products each); as in llama.cpp's AVX2 code, each lane
-// is scaled and added in F32, so only float rounding and summation order differ from the
-// formula. Any int8 values are allowed on both sides (including -128).
+// _mm256_madd_epi16; int32 lanes of 4 products each). At the AVX-512 VNNI levels each block's
+// exact sum is scaled and added once per weight row (the formula's order; column lanes,
+// engine/ops/quant_columns.h); on AVX2, as in llama.cpp's AVX2 code, each lane is scaled and
+// added in F32, so only float rounding and summation order differ from the formula. Any int8
+// values are allowed on both sides (including -128).
 void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y, int64_t ldy,
                   int64_t r0, int64_t r1);
 
-// xq [n, nb] repacked for this level's GemvQ8_0Vnni when it reads a packed layout (AVX-512
-// VNNI: blocks b and b + 1 in int32 lanes 0-7 and 8-15, no s); false, nothing written,
-// otherwise. Once per call: per thread range it was ~30% of Q8_0 prefill (Ice Lake).
+// xq [n, nb] prepared for this level's GemvQ8_0Vnni when it reads a prepared form (AVX-512
+// VNNI: per block F32(d_x) and -128 * sum(q_x) in d and c, no q or s); false, nothing written,
+// otherwise. Once per call: per thread range the earlier repacking was ~30% of Q8_0 prefill.
 bool PackQ8_0Vnni(const BlockQ8_0* xq, int64_t n, int64_t nb, PackedActivations* packed);
 
 // GemvQ8_0Vnni on activation rows [i0, i0 + n) of a call whose blocks are xq [rows, nb] and,

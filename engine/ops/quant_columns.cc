@@ -318,8 +318,9 @@ void Q4_0DirectRows(const uint8_t* w0, size_t row_bytes, int rows, int64_t nb, c
 // ---- Q8_0 ----
 //
 // VPDPBUSD multiplies u8 by s8 and both sides are signed: the weights go in as q_w ^ 0x80 (= q_w +
-// 128 read as u8), and each activation block's sum starts from -128 x sum(q_x), so the lanes end
-// at the exact sum of q_w * q_x (|.| <= 32 * 255 * 128 before the offset).
+// 128 read as u8; the sign trick instead would need VPSIGNB, which has no 512-bit form, and
+// cannot negate -128), and each activation block's sum starts from -128 x sum(q_x), so the lanes
+// end at the exact sum of q_w * q_x (|.| <= 32 * 255 * 128 before the offset).
 
 // One block of a 16-row panel: qs[g], lane r: q_w + 128 of values 4g .. 4g + 3 of row r; d as
 // F32.
