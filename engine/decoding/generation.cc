@@ -125,11 +125,14 @@ absl::Status Generation::MaybeShift() {
   // Tokens in context once this step's feed has run.
   const int64_t ctx_after =
       static_cast<int64_t>(prompt_.size()) + generated - int64_t{dropped_blocks_} * block_size_;
-  if (ctx_after <= n_ctx_) return absl::OkStatus();
   if (options_.context_overflow == ContextOverflow::kError) {
-    Finish(FinishReason::kContextFull);  // only with stop_at_context_limit (else validated)
+    // The prompt and the answer together hold at most the context: with ctx_after tokens
+    // already, the next choice would be one more than it allows. Only reached with
+    // stop_at_context_limit (else max_new_tokens was validated against the context).
+    if (ctx_after >= n_ctx_) Finish(FinishReason::kContextFull);
     return absl::OkStatus();
   }
+  if (ctx_after <= n_ctx_) return absl::OkStatus();
   const int drop = static_cast<int>((ctx_after - n_ctx_ + block_size_ - 1) / block_size_);
   if (options_.use_cache) {
     std::vector<BlockTable*> tables;

@@ -172,10 +172,12 @@ absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
   std::shared_ptr<Session> session;
   std::vector<int32_t> held;  // the session's tokens
   uint64_t version = 0;       // the session's version they are of
+  bool busy = false;          // another request holds the session now
   std::vector<int32_t> prompt;
   if (!request.session_id.empty()) {
-    TG_ASSIGN_OR_RETURN(session, sessions_->FindFree(request.session_id, request.session_owner,
-                                                     request.session_version, &held, &version));
+    TG_ASSIGN_OR_RETURN(session,
+                        sessions_->FindForTurn(request.session_id, request.session_owner,
+                                               request.session_version, &held, &version, &busy));
     if (request.decoding.context_overflow == ContextOverflow::kSlide) {
       return absl::InvalidArgumentError(
           "context_overflow: slide is not supported within a session yet");
@@ -206,11 +208,20 @@ absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
         "request queue full (", options_.max_queued_requests, " waiting); retry later"));
   }
   const uint64_t id = next_id_++;
-  // Claimed under the lock that queues it; at the version `held` is of, so that a turn ending
-  // in between (which would make `held` stale) is caught.
-  if (session != nullptr) TG_RETURN_IF_ERROR(sessions_->Claim(*session, id, version));
   Request r;
   r.id = id;
+  if (session != nullptr) {
+    // Claimed under the lock that queues it; at the version `held` is of, so that a turn ending
+    // in between (which would make `held` stale) is caught. A busy session is claimed by the
+    // scheduler once its holder lets go (ClaimAwaitedSession).
+    r.session_version = version;
+    if (busy && options_.session_busy_wait > absl::ZeroDuration()) {
+      r.awaiting_session = true;
+      r.session_deadline = absl::Now() + options_.session_busy_wait;
+    } else {
+      TG_RETURN_IF_ERROR(sessions_->Claim(*session, id, version));
+    }
+  }
   r.worst_blocks = WorstCaseBlocks(prompt_tokens, request.decoding);
   r.prompt = std::move(prompt);
   r.decoding = std::move(request.decoding);
@@ -230,7 +241,7 @@ void Engine::Cancel(uint64_t id) {
     // At once: a client that gave up must not hold a queue place (the next Submit would see
     // ResourceExhausted) or its session (FailedPrecondition) until the scheduler gets to it.
     if (queued->session != nullptr) sessions_->Release(*queued->session, id);
-    cancelled_queued_.push_back(std::move(*queued));
+    left_queue_.push_back(std::move(*queued));
     queue_.erase(queued);
     return;
   }
@@ -275,15 +286,15 @@ void Engine::Loop() {
       absl::MutexLock lock(&mu_);
       // Sleep until there is work or a stop; wake now and then to expire idle sessions.
       auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !queue_.empty() || !active_.empty() || !cancelled_queued_.empty() ||
+        return stopping_ || !queue_.empty() || !active_.empty() || !left_queue_.empty() ||
                sessions_deleted_;
       };
       mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
       if (stopping_) break;
       sessions_deleted_ = false;
-      cancelled.swap(cancelled_queued_);
+      cancelled.swap(left_queue_);
     }
-    for (Request& r : cancelled) Retire(r, absl::CancelledError("cancelled before it started"));
+    for (Request& r : cancelled) RetireUnstarted(r);
     CollectSessions();
     Admit();
     if (!active_.empty()) Step();
@@ -294,9 +305,9 @@ void Engine::Loop() {
   {
     absl::MutexLock lock(&mu_);
     queued.swap(queue_);
-    cancelled.swap(cancelled_queued_);
+    cancelled.swap(left_queue_);
   }
-  for (Request& r : cancelled) Retire(r, absl::CancelledError("cancelled before it started"));
+  for (Request& r : cancelled) RetireUnstarted(r);
   for (Request& r : queued) Retire(r, absl::CancelledError("the engine shut down"));
   for (Request& a : active_) {
     a.generation->Abort();
@@ -304,6 +315,12 @@ void Engine::Loop() {
   }
   active_.clear();
   for (auto& session : sessions_->TakeAll()) cache_->Free(session->table);
+}
+
+void Engine::RetireUnstarted(Request& r) {
+  absl::Status why =
+      r.refusal.ok() ? absl::CancelledError("cancelled before it started") : std::move(r.refusal);
+  Retire(r, std::move(why));
 }
 
 void Engine::Retire(Request& r, absl::StatusOr<GenerationResult> result) {
@@ -382,9 +399,16 @@ std::optional<Engine::Request> Engine::TakeStartable() {
   for (const Request& a : active_) {
     reserve += std::max(0, a.worst_blocks - a.generation->blocks_in_use());
   }
+  const absl::Time now = absl::Now();
   for (size_t i = 0; i < queue_.size(); ++i) {
     Request& q = queue_[i];
-    if (CanStart(q, reserve)) {
+    const bool claimed = ClaimAwaitedSession(q, now);
+    if (!q.refusal.ok()) {
+      left_queue_.push_back(std::move(q));
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i--));
+      continue;
+    }
+    if (claimed && CanStart(q, reserve)) {
       for (size_t j = 0; j < i; ++j) ++queue_[j].overtaken;
       Request r = std::move(q);
       queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -397,6 +421,20 @@ std::optional<Engine::Request> Engine::TakeStartable() {
     if (q.overtaken >= options_.max_overtakes) return std::nullopt;
   }
   return std::nullopt;
+}
+
+bool Engine::ClaimAwaitedSession(Request& q, absl::Time now) {
+  if (!q.awaiting_session) return true;
+  absl::Status claimed = sessions_->Claim(*q.session, q.id, q.session_version);
+  if (claimed.ok()) {
+    q.awaiting_session = false;
+    return true;
+  }
+  // Still held and within the wait: stay queued. Otherwise (the holder ended with an answer,
+  // the session was deleted, or the wait ran out) the turn is refused as Submit would have.
+  if (sessions_->Held(*q.session) && now < q.session_deadline) return false;
+  q.refusal = claimed;
+  return false;
 }
 
 bool Engine::CanStart(Request& q, int reserve) {

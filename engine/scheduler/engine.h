@@ -68,6 +68,13 @@ struct EngineOptions {
   // the queue waits for it (the running requests end within their max_new_tokens, so it
   // starts). 0: strict FIFO.
   int max_overtakes = 16;
+  // A turn for a session that another request holds waits in the queue up to this long for it:
+  // a client that cancels a turn sees its cancel at once, but the server hears of it a little
+  // later (a network hop, a gRPC callback), and the next turn it sends at once must not be
+  // refused for that. If the holder was cancelled (or failed) the waiting turn starts; if it
+  // ended with an answer, or still runs after this long, the turn fails with
+  // FailedPrecondition as before: one turn at a time. 0: refuse at once.
+  absl::Duration session_busy_wait = absl::Seconds(2);
   // Conversations kept at once; CreateSession beyond it fails with ResourceExhausted.
   int max_sessions = 1024;
   // A session unused this long is deleted (its blocks freed).
@@ -118,8 +125,10 @@ struct EngineRequest {
   std::optional<bool> add_bos;
   // Continue this session: the prompt is appended to its tokens; the generated answer (the best
   // hypothesis) becomes part of it. NotFound if unknown or expired, FailedPrecondition if the
-  // session already has a request running (a cancelled one no longer counts) or if the
   // conversation and this turn no longer fit the context (the message says how full it is).
+  // While another request holds the session the turn waits (EngineOptions::session_busy_wait);
+  // if that turn ends with an answer or outlasts the wait, this one ends with
+  // FailedPrecondition (through the sink: Submit has queued it).
   // A turn that fails or is cancelled leaves the conversation as it was.
   std::string session_id;
   // The principal continuing the session: a session answers only to the owner that created it
@@ -217,7 +226,13 @@ class Engine {
     int shared_prefix = 0;
     std::function<std::string(const GenerationResult&)> attachment;
     int worst_blocks = 0;  // WorstCaseBlocks: the most it may ever hold
-    int overtaken = 0;     // queued: later requests started before it
+    // Queued for a session another request holds: claim it at this version by the deadline.
+    bool awaiting_session = false;
+    uint64_t session_version = 0;
+    absl::Time session_deadline;
+    // Why it left the queue without starting (a cancel when OK).
+    absl::Status refusal;
+    int overtaken = 0;  // queued: later requests started before it
     // Running (scheduler thread).
     std::unique_ptr<Generation> generation;
     // This step's share: sequences seqs_[first_seq, first_seq + seqs) and their tokens.
@@ -242,6 +257,9 @@ class Engine {
   void Admit();
   // Under mu_: takes the first queued request that can start now, or nullopt.
   std::optional<Request> TakeStartable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Under mu_: whether queued `q` holds its session (or has none), claiming it if it was waiting
+  // for it. False while it waits; a turn that can no longer claim it gets its refusal.
+  bool ClaimAwaitedSession(Request& q, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `q` can start beside the running requests' reservations; evicts idle sessions'
   // blocks to make room. Drops the stale part of its session's cache.
   bool CanStart(Request& q, int reserve);
@@ -265,6 +283,8 @@ class Engine {
   // running, shutdown): hands its session back, drops its bookkeeping, then tells its sink.
   // Scheduler thread.
   void Retire(Request& r, absl::StatusOr<GenerationResult> result);
+  // Retire for a request that left the queue without starting: cancelled, or its refusal.
+  void RetireUnstarted(Request& r);
   // Hands a finished request's conversation and KV cache back to its session.
   void ReturnSession(Request& a, const absl::StatusOr<GenerationResult>& result);
   // Scheduler thread: frees blocks of deleted and expired sessions.
@@ -281,8 +301,9 @@ class Engine {
   // Locked before sessions_' own mutex when both are held.
   mutable absl::Mutex mu_;
   std::deque<Request> queue_ ABSL_GUARDED_BY(mu_);
-  // Requests that left the queue by a cancel, for the scheduler to retire.
-  std::vector<Request> cancelled_queued_ ABSL_GUARDED_BY(mu_);
+  // Requests that left the queue without starting (cancelled, or refused their session), for
+  // the scheduler to retire.
+  std::vector<Request> left_queue_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Running> running_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool sessions_deleted_ ABSL_GUARDED_BY(mu_) = false;  // wakes the scheduler to free them

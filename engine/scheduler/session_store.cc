@@ -29,6 +29,11 @@ absl::Status Unknown(const std::string& id) {
   return absl::NotFoundError(absl::StrCat("unknown or expired session ", id));
 }
 
+absl::Status Changed(const std::string& id) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("session ", id, " changed (another turn ended) since this turn was built"));
+}
+
 }  // namespace
 
 std::shared_ptr<Session> SessionStore::Find(const std::string& id, const std::string& owner) const {
@@ -86,25 +91,26 @@ absl::Status SessionStore::CheckFree(const Session& s, std::optional<uint64_t> v
     return absl::FailedPreconditionError(
         absl::StrCat("session ", s.id, " already has a request running"));
   }
-  if (version.has_value() && *version != s.version) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("session ", s.id, " changed (another turn ended) since this turn was built"));
-  }
+  if (version.has_value() && *version != s.version) return Changed(s.id);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionStore::FindFree(const std::string& id,
-                                                                const std::string& owner,
-                                                                std::optional<uint64_t> version,
-                                                                std::vector<int32_t>* tokens,
-                                                                uint64_t* tokens_version) const {
+absl::StatusOr<std::shared_ptr<Session>> SessionStore::FindForTurn(
+    const std::string& id, const std::string& owner, std::optional<uint64_t> version,
+    std::vector<int32_t>* tokens, uint64_t* tokens_version, bool* busy) const {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<Session> s = Find(id, owner);
   if (s == nullptr) return Unknown(id);
-  if (absl::Status st = CheckFree(*s, version); !st.ok()) return st;
+  if (version.has_value() && *version != s->version) return Changed(id);
+  *busy = s->holder != 0;
   *tokens = s->tokens;
   *tokens_version = s->version;
   return s;
+}
+
+bool SessionStore::Held(const Session& s) const {
+  absl::MutexLock lock(&mu_);
+  return s.holder != 0;
 }
 
 absl::Status SessionStore::Claim(Session& s, uint64_t request, std::optional<uint64_t> version) {

@@ -64,16 +64,19 @@ class SessionStore {
   absl::StatusOr<SessionAttachment> GetAttachment(const std::string& id,
                                                   const std::string& owner) const;
 
-  // A session that can take a turn now, with a copy of its tokens and the version they are of:
-  // NotFound if unknown or expired, FailedPrecondition if another request holds it or
-  // `version` is set and differs.
-  absl::StatusOr<std::shared_ptr<Session>> FindFree(const std::string& id, const std::string& owner,
-                                                    std::optional<uint64_t> version,
-                                                    std::vector<int32_t>* tokens,
-                                                    uint64_t* tokens_version) const;
-  // Makes `request` the session's holder, checking again what FindFree checked (the session
-  // may have changed in between).
+  // A session for a new turn, with a copy of its tokens and the version they are of: NotFound
+  // if unknown or expired, FailedPrecondition if `version` is set and differs. `*busy`: another
+  // request holds it right now (Claim would fail; the caller may wait for it to end).
+  absl::StatusOr<std::shared_ptr<Session>> FindForTurn(const std::string& id,
+                                                       const std::string& owner,
+                                                       std::optional<uint64_t> version,
+                                                       std::vector<int32_t>* tokens,
+                                                       uint64_t* tokens_version, bool* busy) const;
+  // Makes `request` the session's holder: FailedPrecondition if another request holds it or it
+  // is no longer at `version` (a turn ended in between), NotFound if it was deleted.
   absl::Status Claim(Session& s, uint64_t request, std::optional<uint64_t> version);
+  // Whether a request holds the session now.
+  bool Held(const Session& s) const;
   // `request` gives the session up, if it still holds it (cancelled, or failed to start).
   void Release(Session& s, uint64_t request);
 

@@ -284,5 +284,131 @@ TEST_CASE("a session that outgrows the context says it is full and what to do",
   CHECK(engine->Submit(alone, sink).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("a session's turn sent before the engine hears of the last turn's cancel waits for it",
+          "[engine][lifecycle][session]") {
+  // The race a chat frontend's Stop-then-send makes: the client has seen its cancel, the server
+  // not yet, when the next turn arrives. That turn waits for the session instead of failing.
+  Freezer freezer;
+  EngineOptions o;
+  o.step_observer = freezer.Observer();
+  auto engine = MakeEngine(o);
+  const Tokenizer& tok = engine->model().tokenizer();
+  auto session = engine->CreateSession();
+  REQUIRE(session.ok());
+  EngineRequest turn = Request(*engine, "Once upon a time", 400, *session);
+  auto cancelled = std::make_shared<CollectingSink>();
+  auto cancelled_id = engine->Submit(turn, cancelled);
+  REQUIRE(cancelled_id.ok());
+  WaitForDeltas(*cancelled, 3);
+
+  EngineRequest next = Request(*engine, "Once upon a time", 6, *session);
+  auto next_sink = std::make_shared<CollectingSink>();
+  auto next_id = engine->Submit(next, next_sink);
+  INFO(next_id.status().ToString());
+  REQUIRE(next_id.ok());  // queued behind the running turn, not FAILED_PRECONDITION
+  CHECK(engine->Stats().queued == 1);
+  engine->Cancel(*cancelled_id);  // the cancel arrives after the next turn
+  const auto& res = next_sink->Wait();
+  INFO(res.status().ToString());
+  REQUIRE(res.ok());
+  // Built on the empty conversation, as the cancelled turn left it.
+  EngineRequest alone = Request(*engine, "Once upon a time", 6);
+  auto alone_sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(alone, alone_sink).ok());
+  REQUIRE(alone_sink->Wait().ok());
+  CHECK(res->hypotheses[0].ids == alone_sink->Wait()->hypotheses[0].ids);
+
+  // A turn sent while another one runs to its answer is still refused (one turn at a time):
+  // the conversation it was built on is gone.
+  EngineRequest answering = Request(*engine, "", 40, *session);
+  answering.prompt_ids = tok.Encode(" Then", false);
+  auto answering_sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(answering, answering_sink).ok());
+  WaitForDeltas(*answering_sink, 1);
+  freezer.Freeze();
+  auto late_sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(answering, late_sink).ok());
+  freezer.Thaw();
+  REQUIRE(answering_sink->Wait().ok());
+  CHECK(late_sink->Wait().status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(late_sink->Wait().status().message()), Catch::Contains("changed"));
+  CHECK(engine->GetSessionAttachment(*session)->version == 2);
+}
+
+TEST_CASE("a session's turn waits for a running turn only so long",
+          "[engine][lifecycle][session]") {
+  EngineOptions o;
+  o.session_busy_wait = absl::Milliseconds(100);
+  auto engine = MakeEngine(o);
+  auto session = engine->CreateSession();
+  REQUIRE(session.ok());
+  EngineRequest turn = Request(*engine, "Once upon a time", 400, *session);
+  turn.decoding.use_cache = false;  // slow: every step recomputes the sequence
+  auto running = std::make_shared<CollectingSink>();
+  auto running_id = engine->Submit(turn, running);
+  REQUIRE(running_id.ok());
+  WaitForDeltas(*running, 1);
+  const absl::Time start = absl::Now();
+  auto refused = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(Request(*engine, "Once", 4, *session), refused).ok());
+  const auto& res = refused->Wait();
+  CHECK(res.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(res.status().message()), Catch::Contains("already has a request running"));
+  CHECK(absl::Now() - start >= absl::Milliseconds(100));
+  CHECK(running->done_calls() == 0);
+  engine->Cancel(*running_id);
+  running->Wait();
+
+  // With no wait the refusal comes from Submit itself.
+  EngineOptions at_once;
+  at_once.session_busy_wait = absl::ZeroDuration();
+  auto strict = MakeEngine(at_once);
+  auto s2 = strict->CreateSession();
+  REQUIRE(s2.ok());
+  turn.session_id = *s2;
+  auto first = std::make_shared<CollectingSink>();
+  auto first_id = strict->Submit(turn, first);
+  REQUIRE(first_id.ok());
+  auto second =
+      strict->Submit(Request(*strict, "Once", 4, *s2), std::make_shared<CollectingSink>());
+  CHECK(second.status().code() == absl::StatusCode::kFailedPrecondition);
+  strict->Cancel(*first_id);
+  first->Wait();
+}
+
+TEST_CASE("a generation left to run to the context stops with the context full, not past it",
+          "[engine][lifecycle][session]") {
+  EngineOptions o;
+  o.model.llama.n_ctx = 128;
+  auto engine = MakeEngine(o);
+  auto session = engine->CreateSession();
+  REQUIRE(session.ok());
+  // No max_new_tokens from the client: the server's default with stop_at_context_limit.
+  EngineRequest turn = Request(*engine, "Once upon a time", 1000, *session);
+  turn.decoding.stop_at_context_limit = true;
+  const int prompt = static_cast<int>(turn.prompt_ids.size());
+  auto sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(turn, sink).ok());
+  const auto& res = sink->Wait();
+  REQUIRE(res.ok());
+  CHECK(res->finish_reason == FinishReason::kContextFull);
+  CHECK(prompt + static_cast<int>(res->hypotheses[0].ids.size()) == 128);
+
+  EngineRequest next = Request(*engine, "", 1, *session);
+  next.prompt_ids = {300};
+  auto refused = engine->Submit(next, std::make_shared<CollectingSink>());
+  CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains("holds 128 tokens of the model's 128-token context"));
+
+  // Without a session: the same bound.
+  EngineRequest plain = Request(*engine, "Once upon a time", 1000);
+  plain.decoding.stop_at_context_limit = true;
+  auto plain_sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(plain, plain_sink).ok());
+  REQUIRE(plain_sink->Wait().ok());
+  CHECK(prompt + static_cast<int>(plain_sink->Wait()->hypotheses[0].ids.size()) == 128);
+}
+
 }  // namespace engine_lifecycle_test
 }  // namespace textgen
