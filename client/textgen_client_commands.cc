@@ -61,7 +61,7 @@ namespace {
 
 constexpr char kTokenizeUsage[] = R"(textgen-client tokenize: the server model's tokens of a text.
 
-Usage: textgen-client tokenize --text TEXT [--add-special] [--json]
+Usage: textgen-client tokenize --text TEXT [--add-special] [--parse-special] [--json]
 
 Prints one "ID<TAB>'PIECE'" line per token, or the TokenizeResponse as JSON.)";
 
@@ -76,6 +76,10 @@ int RunTokenize(const std::vector<std::string>& args) {
                          [&request](const std::string& v) { request.set_text(v); });
   f.Flag("--add-special", "add BOS when the model uses it",
          [&request] { request.set_add_special(true); });
+  f.Flag("--parse-special",
+         "text spelling a special token (<|im_start|>, <s>, ...) becomes\nits id, as in a rendered "
+         "chat prompt",
+         [&request] { request.set_parse_special(true); });
   f.Flag("--json", &json, "print JSON");
   AddConnectionFlags(f, &conn);
   f.Parse(args);

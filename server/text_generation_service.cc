@@ -231,7 +231,8 @@ grpc::ServerUnaryReactor* TextGenerationService::Tokenize(grpc::CallbackServerCo
   auto tokenize = [this, engine, request, response, reactor] {
     const Tokenizer& tok = engine->model().tokenizer();
     // Same rule as a Generate prompt: BOS only when the model uses it.
-    for (int32_t id : tok.Encode(request->text(), request->add_special() && tok.add_bos())) {
+    for (int32_t id : tok.Encode(request->text(), request->add_special() && tok.add_bos(),
+                                 request->parse_special())) {
       response->add_ids(id);
       response->add_pieces(ValidUtf8(tok.TokenBytes(id)));
     }

@@ -1,7 +1,7 @@
 // textgen-run: the offline command-line generator (like llama-cli).
 //
 //   textgen-run --model PATH (--prompt TEXT | --prompt-ids 1,2,3) [decoding flags] [--json]
-//   textgen-run --model PATH --tokenize TEXT [--no-bos] [--json]
+//   textgen-run --model PATH --tokenize TEXT [--no-bos] [--parse-special] [--json]
 //   textgen-run (--chat-template FILE | --model PATH) --messages FILE.json --render [...]
 #include <cstdio>
 #include <cstdlib>
@@ -30,7 +30,7 @@ constexpr char kDescription[] = R"(textgen-run: generate text from a Llama model
 
 Usage:
   textgen-run --model PATH (--prompt TEXT | --prompt-ids 1,2,3) [options]
-  textgen-run --model PATH --tokenize TEXT [--no-bos] [--json]
+  textgen-run --model PATH --tokenize TEXT [--no-bos] [--parse-special] [--json]
   textgen-run (--chat-template FILE | --model PATH) --messages FILE.json --render
               [--tools FILE.json] [--add-generation-prompt] [--bos-token TEXT]
               [--eos-token TEXT] [--template-kwargs JSON])";
@@ -44,6 +44,7 @@ struct Args {
   DecodingOptions decoding;
   bool json = false;
   bool bos = true;
+  bool parse_special = false;  // --tokenize: special-token texts become their ids
   int threads = 0;
   int n_ctx = 0;
   int block_size = 16;
@@ -101,6 +102,9 @@ void AddModelFlags(cli::FlagSet& f, Args& a) {
                          "print the token ids and pieces of TEXT and exit (vocab-only GGUFs work)",
                          [&a](const std::string& v) { a.tokenize = v; });
   f.Flag("--no-bos", "with --tokenize: do not add BOS", [&a] { a.bos = false; });
+  f.Flag("--parse-special", &a.parse_special,
+         "with --tokenize: text spelling a special token (<|im_start|>,\n<s>, ...) becomes its id, "
+         "as in a rendered chat prompt\n(llama.cpp's parse_special)");
 }
 
 void AddSamplingFlags(cli::FlagSet& f, SamplingParams& s) {
@@ -201,6 +205,7 @@ Args ParseArgs(int argc, char** argv) {
   if (!a.tokenize && a.prompt.has_value() == a.prompt_ids.has_value()) {
     f.Fail("give exactly one of --prompt and --prompt-ids (or --tokenize)");
   }
+  if (a.parse_special && !a.tokenize) f.Fail("--parse-special works only with --tokenize");
   DecodingOptions& d = a.decoding;
   const bool beam = f.Given("--beams");
   // The default temperature (1) samples only when asked for.
@@ -216,7 +221,7 @@ int RunTokenize(const Args& a) {
   auto tokenizer = LoadTokenizer(a.model);
   if (!tokenizer.ok()) Die(std::string(tokenizer.status().message()));
   const Tokenizer& tok = **tokenizer;
-  std::vector<int32_t> ids = tok.Encode(*a.tokenize, a.bos && tok.add_bos());
+  std::vector<int32_t> ids = tok.Encode(*a.tokenize, a.bos && tok.add_bos(), a.parse_special);
   if (a.json) {
     nlohmann::json j;
     j["ids"] = ids;

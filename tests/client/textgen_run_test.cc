@@ -5,6 +5,7 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/tokenizer_vectors.h"
 #include "tests/test_util.h"
 
 namespace textgen {
@@ -101,6 +102,38 @@ TEST_CASE("textgen-run --tokenize works on a vocab-only GGUF", "[cli]") {
   nlohmann::json j = nlohmann::json::parse(r.out);
   CHECK(j["ids"] == nlohmann::json::array({15043, 3186}));
   CHECK(j["pieces"] == nlohmann::json::array({"\u2581Hello", "\u2581world"}));
+}
+
+TEST_CASE("textgen-run --tokenize --parse-special gives llama.cpp's parse_special ids", "[cli]") {
+  // The chat-like strings full of special-token texts, in three tokenizer families: with
+  // --parse-special they give llama.cpp's .special.out ids, without it its .out ids (every
+  // string where the two differ, and the first two of the rest).
+  for (const std::string vocab : {"llama3.1", "qwen3", "gemma3", "llama-spm"}) {
+    const std::string file = "ggml-vocab-" + vocab + ".gguf";
+    const std::string model = " --model " + ShellQuote(testing::ModelPath("vocab/" + file));
+    const auto plain = testing::LoadVectorCases(file + ".chat", ".out");
+    const auto special = testing::LoadVectorCases(file + ".chat", ".special.out");
+    int differing = 0;
+    for (size_t i = 0; i < special.size(); ++i) {
+      const bool differs = plain[i].ids != special[i].ids;
+      differing += differs;
+      if (!differs && i >= 2) continue;
+      INFO(file << " line " << i << ": [" << special[i].text << "]");
+      const std::string text = " --tokenize " + ShellQuote(special[i].text) + " --no-bos --json";
+      RunResult on = Run(model + text + " --parse-special");
+      RunResult off = Run(model + text);
+      REQUIRE(on.exit_code == 0);
+      REQUIRE(off.exit_code == 0);
+      CHECK(nlohmann::json::parse(off.out)["ids"] == plain[i].ids);
+      if (testing::IsKnownVectorDifference(file + ".chat.special.out", i)) continue;
+      CHECK(nlohmann::json::parse(on.out)["ids"] == special[i].ids);
+    }
+    CHECK(differing >= 1);
+  }
+  CHECK(Run("--model " + ShellQuote(testing::ModelPath("stories260K.gguf")) +
+                " --prompt a --parse-special",
+            true)
+            .out.find("--parse-special works only with --tokenize") != std::string::npos);
 }
 
 TEST_CASE("textgen-run reports bad input clearly", "[cli]") {

@@ -2,59 +2,22 @@
 // reference/tokenizer/) for every vocab in models/vocab/: every case must give exactly
 // llama.cpp's ids, with parse_special off (.out) and on (.special.out).
 #include <catch2/catch.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/engine/tokenizer/tokenizer_test_util.h"
+#include "tests/support/tokenizer_vectors.h"
 #include "tests/test_util.h"
 
 namespace textgen {
 namespace llama_cpp_vectors_test {
 
 using testing::GgufTokenizer;
-
-struct Case {
-  std::string text;
-  std::vector<int32_t> ids;
-};
-
-std::vector<std::vector<int32_t>> ReadIdLines(const std::string& path) {
-  std::istringstream out(testing::ReadFile(path));
-  std::vector<std::vector<int32_t>> lines;
-  std::string line;
-  while (std::getline(out, line)) {
-    std::vector<int32_t> ids;
-    std::istringstream in(line);
-    for (int32_t id; in >> id;) ids.push_back(id);
-    lines.push_back(std::move(ids));
-  }
-  return lines;
-}
-
-// The harness splits the .inp file on "\n__ggml_vocab_test__\n": a case is the text between
-// separator lines, without the newline that ends its last line (so "\n" cases are written as
-// one empty line), and the file ends with a separator. `out_suffix` picks the expected ids:
-// ".out" (parse_special off) or ".special.out" (on).
-std::vector<Case> LoadCases(const std::string& base_name, const std::string& out_suffix = ".out") {
-  const std::string base = testing::ReferenceDir() + "/tokenizer/" + base_name;
-  std::string inp = testing::ReadFile(base + ".inp");
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> texts;
-  for (size_t pos = 0; pos < inp.size();) {
-    const size_t hit = inp.find(sep, pos);
-    REQUIRE(hit != std::string::npos);  // every case is terminated by a separator
-    texts.push_back(inp.substr(pos, hit - pos));
-    pos = hit + sep.size();
-  }
-  std::vector<std::vector<int32_t>> ids = ReadIdLines(base + out_suffix);
-  REQUIRE(ids.size() == texts.size());
-  std::vector<Case> cases;
-  for (size_t i = 0; i < texts.size(); ++i) cases.push_back({texts[i], ids[i]});
-  return cases;
-}
+using testing::LoadVectorCases;
+using testing::ReadIdLines;
+using Case = testing::VectorCase;
 
 // The one reference line we do not reproduce, and why. Qwen3's "</s>" is a normal vocab token
 // that llama.cpp's text rule makes control; the reference llama.cpp then splits it out of text
@@ -77,7 +40,7 @@ const KnownDifference kKnownDifferences[] = {
 // number of cases (a file that went missing or empty fails instead of passing vacuously).
 size_t CheckVectors(const Tokenizer& tok, const std::string& base_name,
                     const std::string& out_suffix, bool parse_special) {
-  const std::vector<Case> cases = LoadCases(base_name, out_suffix);
+  const std::vector<Case> cases = LoadVectorCases(base_name, out_suffix);
   CHECK(cases.size() >= 10);
   size_t matched = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -138,7 +101,7 @@ TEST_CASE("Test vector cases round-trip through Decode", "[tokenizer][vectors]")
   for (const char* name : {testing::kSpmVocab, testing::kGpt2Vocab}) {
     const Tokenizer& tok = GgufTokenizer(name);
     const bool spm = tok.model() == VocabModel::kLlama;
-    for (const Case& c : LoadCases(std::string(name).substr(6))) {
+    for (const Case& c : LoadVectorCases(std::string(name).substr(6))) {
       const std::string decoded = tok.Decode(c.ids);
       INFO(name << " text: [" << c.text << "]");
       // SPM adds one space in front (the dummy prefix); byte-level BPE is lossless.
