@@ -102,7 +102,9 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(
   const int listen_fd = router->ListenSocket();
   if (s->port_ <= 0 || listen_fd < 0) {
     if (listen_fd >= 0) ::close(listen_fd);
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, " for ", what));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, " for ", what,
+                                               ": the port is in use or the address is not this "
+                                               "host's; choose another"));
   }
   ::fcntl(listen_fd, F_SETFL, ::fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
   // httplib listens with a backlog of 5: a burst of connects beyond it would wait a SYN retry

@@ -43,7 +43,8 @@ class HttpListener {
  public:
   // Parses `listen` ("HOST:PORT", "[::1]:PORT"; port 0 picks a free one), lets `routes` add the
   // handlers, binds and serves. InvalidArgument for a malformed address, Unavailable if it
-  // cannot be bound; both name `what` ("metrics", "the HTTP API"). InvalidArgument too when
+  // cannot be bound; both name `what` ("metrics (--metrics-listen)", "the HTTP API
+  // (--http-listen)"), which should say the flag that changes the address. InvalidArgument too when
   // the TLS files cannot be used.
   static absl::StatusOr<std::unique_ptr<HttpListener>> Start(
       const std::string& listen, const std::string& what, const HttpListenerOptions& options,

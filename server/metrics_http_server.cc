@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     });
   };
   TG_ASSIGN_OR_RETURN(std::unique_ptr<HttpListener> listener,
-                      HttpListener::Start(listen, "metrics", options, routes));
+                      HttpListener::Start(listen, "metrics (--metrics-listen)", options, routes));
   return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(listener)));
 }
 

@@ -154,7 +154,7 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
         std::max<size_t>(http.max_body_bytes, 2 * options.limits.max_prompt_bytes + (1 << 20));
     http.tls = options.tls;
     absl::StatusOr<std::unique_ptr<HttpListener>> listener =
-        HttpListener::Start(options.http_listen, "the HTTP API", http,
+        HttpListener::Start(options.http_listen, "the HTTP API (--http-listen)", http,
                             [api = s->api_.get()](httplib::Server& h) { api->AddRoutes(h); });
     if (!listener.ok()) {
       if (s->metrics_http_ != nullptr) s->metrics_http_->Stop();
@@ -169,6 +169,9 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
   // library carries generated descriptors that must not be linked into every user of this one.)
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  // gRPC binds with SO_REUSEPORT by default: a second server on the same port would start and
+  // silently take half the connections. A port in use must be an error naming it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen, credentials, &s->port_);
   builder.RegisterService(s->service_.get());
   // Reflection is a synchronous service; its pollers notice a shutdown only when their
@@ -180,7 +183,9 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
     if (s->server_ != nullptr) s->server_->Shutdown();
     if (s->metrics_http_ != nullptr) s->metrics_http_->Stop();
     if (s->api_http_ != nullptr) s->api_http_->Stop();
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
+                                               " for gRPC (--listen): the port is in use or the "
+                                               "address is not this host's; choose another"));
   }
   s->SetState(State::kLoading);
   spdlog::info("listening on {} (port {}{}{}); loading {}", options.listen, s->port_,

@@ -259,6 +259,25 @@ TEST_CASE("textgen-server --kv-type: auto follows --compute, bf16 doubles the bl
   CHECK_THAT(help.out, Catch::Contains("--kv-type f32|bf16|auto"));
 }
 
+TEST_CASE("a port in use: the server exits naming the address and the flag that changes it",
+          "[server][lifecycle]") {
+  const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
+  REQUIRE(bin_dir != nullptr);
+  const std::string server = std::string(bin_dir) + "/textgen-server --model " +
+                             ShellQuote(ModelPath("stories260K.gguf")) + " --shutdown-grace 0";
+  ListeningPort taken;
+  const std::string addr = "127.0.0.1:" + std::to_string(taken.port());
+  CommandResult grpc = RunCommand(server + " --listen " + addr + " 2>&1");
+  INFO(grpc.out);
+  CHECK(grpc.exit_code != 0);
+  CHECK_THAT(grpc.out, Catch::Contains("cannot listen on " + addr + " for gRPC (--listen)"));
+  CommandResult http = RunCommand(server + " --listen 127.0.0.1:0 --http-listen " + addr + " 2>&1");
+  INFO(http.out);
+  CHECK(http.exit_code != 0);
+  CHECK_THAT(http.out,
+             Catch::Contains("cannot listen on " + addr + " for the HTTP API (--http-listen)"));
+}
+
 TEST_CASE("textgen-server --batch-invariant takes auto, on or off, flag or environment") {
   const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
   REQUIRE(bin_dir != nullptr);

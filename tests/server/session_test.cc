@@ -120,6 +120,43 @@ TEST_CASE("one request at a time per session, and deleted sessions are gone", "[
   CHECK(DeleteSession(*stub, id).error_code() == grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_CASE("a session's next turn sent right after a cancel is accepted", "[server][session]") {
+  // A chat frontend's Stop, then Send: the client sees its cancel at once, the server hears of
+  // it a little later. The next turn must not fail with "already has a request running".
+  auto stub = NewStub(SharedServer());
+  grpc::Status st;
+  const std::string id = CreateSession(*stub, "", &st);
+  REQUIRE(st.ok());
+  int accepted = 0;
+  for (int attempt = 0; attempt < 30; ++attempt) {
+    v1::GenerateRequest running;
+    running.set_session_id(id);
+    running.set_prompt(" Once upon a time");
+    running.set_max_new_tokens(200);
+    running.set_ignore_eos(true);
+    running.set_use_cache(false);  // slow: still running when cancelled
+    grpc::ClientContext ctx;
+    auto reader = stub->Generate(&ctx, running);
+    v1::GenerateResponse msg;
+    REQUIRE(reader->Read(&msg));
+    ctx.TryCancel();
+    while (reader->Read(&msg)) {
+    }
+    REQUIRE(reader->Finish().error_code() == grpc::StatusCode::CANCELLED);
+
+    v1::GenerateRequest next;
+    next.set_session_id(id);
+    next.set_prompt(" The end.");
+    next.set_max_new_tokens(2);
+    StreamResult r = RunGenerate(*stub, next);
+    INFO("attempt " << attempt << ": " << r.status.error_message());
+    CHECK(r.status.ok());
+    accepted += r.status.ok();
+  }
+  CHECK(accepted == 30);
+  CHECK(DeleteSession(*stub, id).ok());
+}
+
 TEST_CASE("client-chosen session ids", "[server][session]") {
   auto stub = NewStub(SharedServer());
   grpc::Status st;

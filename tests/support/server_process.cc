@@ -58,6 +58,22 @@ int PickFreePort() {
   return ntohs(addr.sin_port);
 }
 
+ListeningPort::ListeningPort() {
+  fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd_ >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(fd_, 4) == 0);
+  socklen_t len = sizeof(addr);
+  REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  port_ = ntohs(addr.sin_port);
+}
+
+ListeningPort::~ListeningPort() { ::close(fd_); }
+
 HealthReply CheckHealth(grpc::Channel& channel, const std::string& service, milliseconds timeout) {
   // The stub needs a shared_ptr; the caller keeps the channel alive for the call's duration.
   std::shared_ptr<grpc::Channel> borrowed(&channel, [](grpc::Channel*) {});

@@ -92,6 +92,21 @@ class ServerProcess {
 // Picks a loopback port that is free right now (bind to port 0, read it back, close).
 int PickFreePort();
 
+// A loopback port someone else listens on, for the tests of "port in use" messages: listening
+// from construction until destruction.
+class ListeningPort {
+ public:
+  ListeningPort();
+  ~ListeningPort();
+  ListeningPort(const ListeningPort&) = delete;
+  ListeningPort& operator=(const ListeningPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 // A channel to `address` ("127.0.0.1:PORT") with its own connection and fast reconnects, for a
 // server (or proxy) that may not listen yet; plain text unless `credentials` are given.
 std::shared_ptr<grpc::Channel> NewTestChannel(
