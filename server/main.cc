@@ -104,8 +104,8 @@ void AddEngineFlags(cli::FlagSet& f, EngineOptions& e) {
         "on: a request's tokens do not depend on what else runs in the\nsame step (every matmul "
         "row computed alone, in a fixed order);\noff: prefill chunks use oneDNN, faster on some "
         "CPUs, but a\ngreedy or seeded request may then change its answer with the\nserver's "
-        "load; auto (default): on at the avx512 and avx512vnni\nkernel levels, off at avx2, "
-        "avx512bf16 and amx (README: Batch\ninvariance)");
+        "load; auto (default): on at the avx512, avx512vnni and\navx512bf16 kernel levels, off "
+        "at avx2 and amx (docs/kernels.md:\nBatch invariance)");
   f.Add("--threads", &e.model.threads, cli::Int<int>(0, 1024), "N",
         "compute threads (0 = chosen from the model size; default 0)");
   f.Add("--context", &e.model.llama.n_ctx, cli::Int<int>(1, kIntMax), "N",

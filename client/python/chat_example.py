@@ -2,7 +2,7 @@
 """A conversation with textgen-server's Chat RPC from Python, streamed as it is generated.
 
 Needs only Debian's packages (python3-grpcio, python3-protobuf, protobuf-compiler,
-protobuf-compiler-grpc) and Python modules generated from the proto (see README.md):
+protobuf-compiler-grpc) and Python modules generated from the proto (docs/api-grpc.md, Python):
 
   protoc -I proto --python_out=OUT --grpc_python_out=OUT \
       --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin proto/textgen/v1/textgen.proto

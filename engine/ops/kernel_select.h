@@ -52,9 +52,9 @@ bool BatchInvariantByDefault();
 // VDPBF16PS where the level has it. On Intel cores VDPBF16PS issues at half the rate of
 // VFMADDPS (Emerald Rapids: 0.45 against 1.86 per cycle), so there the F32 form is faster for
 // many rows (prefill +10-20%) but slower for decode of one stream (-15%: the widening kernel
-// does not reach the bandwidth bound), measured in the README. TEXTGEN_BF16_DOT=auto|vdpbf16ps|
-// f32 overrides (vdpbf16ps needs a level with AVX512-BF16; below one it means f32). True when
-// the kernel choice failed.
+// does not reach the bandwidth bound), measured in docs/kernels.md (BF16 dot products).
+// TEXTGEN_BF16_DOT=auto|vdpbf16ps|f32 overrides (vdpbf16ps needs a level with AVX512-BF16; below
+// one it means f32). True when the kernel choice failed.
 bool Bf16DotInF32();
 
 // The names TEXTGEN_MAX_ISA accepts, lowest first.
@@ -68,7 +68,7 @@ namespace internal {
 
 // The --batch-invariant auto rule per kernel level: true at avx512, avx512vnni and avx512bf16,
 // where the invariant row-streaming kernels measured as fast as or faster than oneDNN for many
-// rows in the default bf16 mode (README: Batch invariance); false at avx2 (F32 and Q8_0
+// rows in the default bf16 mode (docs/kernels.md: Batch invariance); false at avx2 (F32 and Q8_0
 // prefill-sized calls 1.2-1.9x slower), at amx (AMX tiles serve prefill; unmeasured with
 // invariance) and for a one-level build named after its CPU ("native": unmeasured).
 bool BatchInvariantByDefaultAt(std::string_view level);

@@ -45,7 +45,7 @@ struct LinearOptions {
   // serves every n), so a row's result depends on that row alone and not on how many rows share
   // the call, their order or the thread count (batch invariance: a greedy or seeded request
   // gives the same tokens alone or beside others). false: many-row calls go to oneDNN, whose
-  // reduction order depends on the row count. Cost measured in README.md (Batch invariance).
+  // reduction order depends on the row count. Cost: docs/kernels.md (Batch invariance).
   bool batch_invariant = true;
   // GEMV calls on weights of at least this many bytes split their rows across NumThreads()
   // threads; smaller ones stay on the calling thread (a fork/join costs ~2-3 us).

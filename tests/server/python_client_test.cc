@@ -1,6 +1,6 @@
 // The Python example (client/python/chat_example.py) against a real server, with modules
-// generated as the README says: Debian's protoc and grpc_python_plugin, python3-grpcio and
-// python3-protobuf, /usr/bin/python3.
+// generated as docs/api-grpc.md (Python) says: Debian's protoc and grpc_python_plugin,
+// python3-grpcio and python3-protobuf, /usr/bin/python3.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>

@@ -24,7 +24,8 @@ struct ArchCase {
   const char* reference;  // under the reference folder's arch/
 };
 
-// The Gemmas' exact-GELU references: this engine computes GELU exactly (see the README).
+// The Gemmas' exact-GELU references: this engine computes GELU exactly (see
+// ../shared/reference/README.md).
 const ArchCase kCases[] = {
     {"llama-rope-llama3", "llama-rope-llama3.greedy.json"},
     {"llama-rope-linear", "llama-rope-linear.greedy.json"},
