@@ -70,7 +70,10 @@ class Server:
             [os.path.join(BIN_DIR, "textgen-server"), "--model", model, "--listen", "127.0.0.1:0",
              "--http-listen", f"127.0.0.1:{self.http_port}",
              "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
-             "--chat-template", CHATML, *extra], stdout=self.log, stderr=subprocess.STDOUT)
+             "--chat-template", CHATML,
+             # The page's answers are compared with the API's exactly, whatever the prefix
+             # cache serves: batch invariance, which auto turns on only at the AVX-512 levels.
+             "--batch-invariant", "on", *extra], stdout=self.log, stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{self.http_port}"
         wait_until("the server to serve", lambda: self.ready(), timeout=60)
 

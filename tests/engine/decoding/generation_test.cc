@@ -429,7 +429,7 @@ TEST_CASE("context policy: error names the numbers, stop_at_context_limit finish
   auto full = f.Run("Once upon a time", o);
   REQUIRE(full.ok());
   CHECK(full->finish_reason == FinishReason::kContextFull);
-  CHECK(full->stats.prompt_tokens + full->stats.generated_tokens == 513);
+  CHECK(full->stats.prompt_tokens + full->stats.generated_tokens == 512);
 }
 
 // The beams' log-softmax and penalty run across the compute threads (Generation::ConsumeBeams):
