@@ -163,11 +163,12 @@ void AddEngineFlags(cli::FlagSet& f, Args& a) {
                          [&a](const std::string& v) { a.bf16 = v == "bf16"; });
   // TEXTGEN_BATCH_INVARIANT too, as for textgen-server.
   f.SetEnvPrefix("TEXTGEN_");
-  f.Add("--batch-invariant", &a.batch_invariant, cli::AutoOnOff(ops::BatchInvariantByDefault),
-        "auto|on|off",
-        "on: each row of a batch computed alone, in a fixed order; off:\nprefill through oneDNN "
-        "(faster on some CPUs); auto (default): on\nat the avx512, avx512vnni and avx512bf16 kernel "
-        "levels, off at\navx2 and amx (docs/kernels.md: Batch invariance)");
+  f.Add(
+      "--batch-invariant", &a.batch_invariant, cli::AutoOnOff(ops::BatchInvariantByDefault),
+      "auto|on|off",
+      "on: each row of a batch computed alone, in a fixed order; off:\nprefill through oneDNN "
+      "(faster on some CPUs); auto (default): on\nat the avx512, avx512vnni and avx512bf16 kernel "
+      "levels, off at\navx2 and amx (docs/kernels.md: Batch invariance)");
   f.SetEnvPrefix("");
   f.Add("--threads", &a.threads, cli::Int<int>(1, kIntMax), "N",
         "compute threads (default: chosen for the model size)");
