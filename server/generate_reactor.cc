@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/log_safe.h"
 #include "server/response_convert.h"
-#include "server/status_convert.h"
+#include "server/error_table.h"
 #include "spdlog/spdlog.h"
 
 namespace textgen::server {

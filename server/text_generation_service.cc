@@ -11,7 +11,7 @@
 #include "server/log_safe.h"
 #include "server/parsed_request.h"
 #include "server/response_convert.h"
-#include "server/status_convert.h"
+#include "server/error_table.h"
 #include "spdlog/spdlog.h"
 
 namespace textgen::server {

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "server/error_table.h"
 
 namespace textgen::server::openai {
 
@@ -29,19 +30,14 @@ struct ApiError {
   std::optional<std::string> code;
 };
 
-// InvalidArgument, FailedPrecondition, OutOfRange -> 400 invalid_request_error; NotFound -> 404;
-// ResourceExhausted (queue full, or a request the KV pool can never hold) -> 429
-// rate_limit_error; Unauthenticated (no or a wrong API key) -> 401 invalid_request_error with
-// code invalid_api_key, as OpenAI answers; Unavailable (loading, draining) and Cancelled -> 503;
-// Unimplemented -> 501; anything else -> 500 server_error. Never called with OK.
+// The HTTP status, type and code of `status` from the server's one error table
+// (server/error_table.h): 400 invalid_request_error for bad requests, 404 not_found, 429
+// rate_limit_error (queue full, or a request the KV pool can never hold), 401 invalid_api_key,
+// 503 while loading or draining, 500 server_error for faults. Never called with OK.
 ApiError ToApiError(const absl::Status& status);
 
 // {"error": {...}} as JSON text (valid UTF-8 whatever the message holds).
 std::string ErrorBody(const ApiError& error);
-
-// The code name counted in textgen_requests_total for this status ("OK", "INVALID_ARGUMENT",
-// ...), the same names the gRPC API's requests are counted under.
-std::string MetricsCode(const absl::Status& status);
 
 }  // namespace textgen::server::openai
 

@@ -2,9 +2,9 @@
 #include <catch2/catch.hpp>
 #include <functional>
 
+#include "server/error_table.h"
 #include "server/request_convert.h"
 #include "server/response_convert.h"
-#include "server/status_convert.h"
 
 namespace textgen::server {
 namespace convert_test {
@@ -262,7 +262,11 @@ TEST_CASE("absl status codes map to gRPC codes, message kept", "[server][convert
       {absl::CancelledError("m"), grpc::StatusCode::CANCELLED},
       {absl::UnimplementedError("m"), grpc::StatusCode::UNIMPLEMENTED},
       {absl::DataLossError("m"), grpc::StatusCode::INTERNAL},
-      {absl::OutOfRangeError("m"), grpc::StatusCode::INTERNAL},
+      {absl::OutOfRangeError("m"), grpc::StatusCode::OUT_OF_RANGE},
+      {absl::PermissionDeniedError("m"), grpc::StatusCode::PERMISSION_DENIED},
+      {absl::DeadlineExceededError("m"), grpc::StatusCode::DEADLINE_EXCEEDED},
+      {absl::InternalError("m"), grpc::StatusCode::INTERNAL},
+      {absl::UnknownError("m"), grpc::StatusCode::INTERNAL},
   };
   for (const auto& [in, want] : cases) {
     INFO(in.ToString());
@@ -271,6 +275,31 @@ TEST_CASE("absl status codes map to gRPC codes, message kept", "[server][convert
     if (!in.ok()) CHECK(out.error_message() == "m");
     CHECK(std::string(GrpcCodeName(want)) != "UNKNOWN_CODE");
   }
+}
+
+TEST_CASE("one error table: every front end agrees on what is the client's fault",
+          "[server][convert]") {
+  // Every absl code: a 4xx HTTP status exactly when the gRPC code is a client's error, and the
+  // metrics label is the gRPC code's name whichever front end counts it.
+  for (int c = 1; c <= 16; ++c) {
+    const auto code = static_cast<absl::StatusCode>(c);
+    const absl::Status st(code, "m");
+    INFO(st.ToString());
+    const ErrorMapping& m = MapError(code);
+    CHECK(ToGrpcStatus(st).error_code() == m.grpc_code);
+    CHECK(MetricsCode(st) == GrpcCodeName(m.grpc_code));
+    const bool server_fault = m.grpc_code == grpc::StatusCode::INTERNAL ||
+                              m.grpc_code == grpc::StatusCode::UNAVAILABLE ||
+                              m.grpc_code == grpc::StatusCode::CANCELLED ||
+                              m.grpc_code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                              m.grpc_code == grpc::StatusCode::UNIMPLEMENTED;
+    CHECK((m.http_status >= 500) == server_fault);
+    CHECK(std::string(m.openai_type).size() > 0);
+    CHECK(std::string(m.anthropic_type).size() > 0);
+  }
+  CHECK(MapError(absl::StatusCode::kOutOfRange).http_status == 400);
+  CHECK(MapError(absl::StatusCode::kNotFound).http_status == 404);
+  CHECK(MapError(absl::StatusCode::kResourceExhausted).http_status == 429);
 }
 
 TEST_CASE("gRPC code names for the logs", "[server][convert]") {
