@@ -16,6 +16,8 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason) {
       return v1::CONTEXT_FULL;
     case FinishReason::kCancelled:
       return v1::CANCELLED;
+    case FinishReason::kConstraintComplete:
+      return v1::CONSTRAINT_COMPLETE;
   }
   return v1::FINISH_REASON_UNSPECIFIED;
 }

@@ -225,6 +225,8 @@ std::vector<BeamChoice> BeamSearch::Step(absl::Span<const double* const> rows, i
   std::vector<BeamChoice> choices;
   for (size_t r = 0; r < top && static_cast<int>(next.size()) < beams; ++r) {
     const Candidate& c = cands[r];
+    // The rest of the sorted list is impossible too.
+    if (options_.drop_impossible && c.cum == -std::numeric_limits<double>::infinity()) break;
     const int32_t parent_node = running_[static_cast<size_t>(c.beam)].node;
     const bool eos = has_eos && (c.token == options_.eos_id ||
                                  std::find(options_.eog_ids.begin(), options_.eog_ids.end(),

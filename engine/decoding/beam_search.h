@@ -39,6 +39,10 @@ struct BeamSearchOptions {
   // hypothesis as EOS does.
   std::vector<int32_t> eog_ids;
   bool ignore_eos = false;  // EOS and the EOG ids are ordinary tokens
+  // Candidates whose logprob is -inf (tokens an output constraint forbade) are never chosen,
+  // even when fewer than 2B others are left. Off, as Hugging Face does: such a candidate can
+  // become a (hopeless) running beam.
+  bool drop_impossible = false;
 };
 
 // InvalidArgument naming the parameter and its range, e.g. "num_beams must be in [1, 16], got 0",

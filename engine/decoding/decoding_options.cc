@@ -18,6 +18,8 @@ std::string_view FinishReasonName(FinishReason r) {
       return "context_full";
     case FinishReason::kCancelled:
       return "cancelled";
+    case FinishReason::kConstraintComplete:
+      return "constraint_complete";
   }
   return "unknown";
 }

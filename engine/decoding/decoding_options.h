@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "engine/decoding/beam_search.h"
 #include "engine/decoding/sampler.h"
+#include "engine/decoding/token_constraint.h"
 
 namespace textgen {
 
@@ -17,7 +18,14 @@ enum class ContextOverflow {
   kError,  // prompt + max_new_tokens must fit the context
   kSlide,  // keep the first n_keep tokens, drop the oldest of the rest in whole blocks
 };
-enum class FinishReason { kLength, kEos, kStopSequence, kContextFull, kCancelled };
+enum class FinishReason {
+  kLength,
+  kEos,
+  kStopSequence,
+  kContextFull,
+  kCancelled,
+  kConstraintComplete,  // the constraint's output was complete and allowed nothing more
+};
 std::string_view FinishReasonName(FinishReason r);  // "length", "eos", "stop_sequence", ...
 
 inline constexpr int kMaxTopLogprobs = 20;
@@ -41,6 +49,12 @@ struct DecodingOptions {
   // kBeam: num_beams, length_penalty, early_stopping, num_return_sequences. max_new_tokens,
   // eos and ignore_eos are taken from the fields above.
   BeamSearchOptions beam;
+  // Constrained output (see token_constraint.h): unset, every token may come.
+  TokenConstraintFactory constraint;
+  // Control tokens whose text is part of the output text (e.g. a family's tool-call markers
+  // such as [TOOL_CALLS] or <|python_tag|>, whose decoded bytes are otherwise empty), so that
+  // whoever reads the stream can tell where markup begins.
+  std::vector<int32_t> shown_special_tokens;
 };
 
 // InvalidArgument naming the field and its allowed range. `n_ctx` and `prompt_tokens` check

@@ -21,6 +21,11 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+std::vector<int32_t> SortedIds(std::vector<int32_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 }  // namespace
 
 int PrefixShareableBlocks(const DecodingOptions& options, int block_size) {
@@ -43,9 +48,9 @@ Generation::Generation(LlamaModel& model, const Tokenizer& tokenizer, KvCache& c
       n_ctx_(model.config().n_ctx),
       block_size_(cache.block_size()),
       keep_blocks_((options.n_keep + cache.block_size() - 1) / cache.block_size()),
-      detok_(tokenizer),
+      detok_(tokenizer, SortedIds(options.shown_special_tokens)),
       stop_(options.stop),
-      beam_detok_(tokenizer) {}
+      beam_detok_(tokenizer, SortedIds(options.shown_special_tokens)) {}
 
 Generation::~Generation() {
   FreeAll();
@@ -80,6 +85,7 @@ absl::StatusOr<std::unique_ptr<Generation>> Generation::Create(
     b.eos_id = tokenizer.eos_id();
     b.eog_ids = tokenizer.eog_ids();
     b.ignore_eos = options.ignore_eos;
+    b.drop_impossible = static_cast<bool>(options.constraint);
     g->beam_.emplace(b);
     g->beam_logprobs_.resize(1);
     for (const std::string& st : options.stop) {
@@ -94,6 +100,13 @@ absl::StatusOr<std::unique_ptr<Generation>> Generation::Create(
   g->context_ = g->prompt_;
   g->seqs_.resize(1);
   g->seqs_[0].feed = g->prompt_;
+  if (options.constraint) {
+    g->seqs_[0].constraint = options.constraint();
+    if (g->seqs_[0].constraint == nullptr) {
+      return absl::InternalError("the output constraint could not be created");
+    }
+    g->masked_.resize(c.n_vocab);
+  }
   if (cached != nullptr && !cached->empty()) {
     // At least the last prompt token must run to produce logits.
     const int reusable = std::min<int>(cached->num_tokens, static_cast<int>(g->prompt_.size()) - 1);
@@ -260,18 +273,28 @@ absl::Status Generation::ConsumeStep(const float* logits) {
   step_open_ = false;
   prompt_done_ = true;
   const float* rows = direct ? logits : step_logits_.data();
-  if (beam_) {
-    ConsumeBeams(rows);
-  } else {
-    ConsumeSingle(rows);
-  }
+  TG_RETURN_IF_ERROR(beam_ ? ConsumeBeams(rows) : ConsumeSingle(rows));
   if (stats_.time_to_first_token_s == 0) stats_.time_to_first_token_s = SecondsSince(start_);
   TrackBlocks();
   return absl::OkStatus();
 }
 
-void Generation::ConsumeSingle(const float* logits) {
-  ops::LogSoftmax(logits, n_vocab_, logprobs_.data());  // the model's own distribution
+absl::StatusOr<const float*> Generation::Constrained(const Seq& s, const float* row,
+                                                     float* out) const {
+  if (s.constraint == nullptr) return row;
+  std::memcpy(out, row, n_vocab_ * sizeof(float));
+  if (!s.constraint->Mask(absl::MakeSpan(out, n_vocab_))) {
+    return absl::FailedPreconditionError(
+        "the output constraint allows no token of this model's vocabulary here (a grammar "
+        "needing text the vocabulary cannot spell?)");
+  }
+  return out;
+}
+
+absl::Status Generation::ConsumeSingle(const float* raw) {
+  // Logprobs report the model's own distribution; the choice is made among allowed tokens.
+  ops::LogSoftmax(raw, n_vocab_, logprobs_.data());
+  TG_ASSIGN_OR_RETURN(const float* logits, Constrained(seqs_[0], raw, masked_.data()));
   int32_t id;
   if (sampler_) {
     id = sampler_->Sample(absl::MakeConstSpan(logits, n_vocab_), context_);
@@ -285,18 +308,26 @@ void Generation::ConsumeSingle(const float* logits) {
   }
   std::vector<TokenLogprob> top;
   if (options_.top_logprobs > 0) top = TopLogprobs(logprobs_, options_.top_logprobs);
+  TokenConstraint* constraint = seqs_[0].constraint.get();
+  if (constraint != nullptr && !constraint->Accept(id)) {
+    return absl::InternalError(
+        absl::StrCat("the output constraint refused token ", id, ", which its own mask allowed"));
+  }
   EmitSingle(id, logprobs_[id], std::move(top));
 
   if (stop_.stopped()) {
     Finish(FinishReason::kStopSequence);
   } else if ((id == tok_.eos_id() || tok_.IsEog(id)) && !options_.ignore_eos) {
     Finish(FinishReason::kEos);
+  } else if (constraint != nullptr && constraint->Complete()) {
+    Finish(FinishReason::kConstraintComplete);
   } else if (static_cast<int>(generated_.size()) >= options_.max_new_tokens) {
     Finish(FinishReason::kLength);
   } else {
     seqs_[0].feed.assign(1, id);
     seqs_[0].fed = 0;
   }
+  return absl::OkStatus();
 }
 
 void Generation::EmitSingle(int32_t id, double logprob, std::vector<TokenLogprob> top) {
@@ -312,9 +343,18 @@ void Generation::EmitSingle(int32_t id, double logprob, std::vector<TokenLogprob
   if (sink_) sink_(delta);
 }
 
-void Generation::ConsumeBeams(const float* logits) {
+absl::Status Generation::ConsumeBeams(const float* logits) {
   const int n = static_cast<int>(seqs_.size());
   rows_.resize(static_cast<size_t>(n) * n_vocab_);
+  if (seqs_[0].constraint != nullptr) {
+    // Each beam's own constraint, before the rows go to the threads (masks read shared state).
+    beam_masked_.resize(static_cast<size_t>(n) * n_vocab_);
+    for (int i = 0; i < n; ++i) {
+      const size_t off = static_cast<size_t>(i) * n_vocab_;
+      TG_RETURN_IF_ERROR(Constrained(seqs_[i], logits + off, &beam_masked_[off]).status());
+    }
+    logits = beam_masked_.data();
+  }
   const bool penalty = options_.sampling.repetition_penalty != 1.0f;
   // Each beam's context for the penalty, here: running_ids materialises lazily and is not safe
   // to call concurrently.
@@ -342,8 +382,15 @@ void Generation::ConsumeBeams(const float* logits) {
   std::vector<const double*> ptrs(n);
   for (int i = 0; i < n; ++i) ptrs[i] = &rows_[static_cast<size_t>(i) * n_vocab_];
   TerminalFn terminal;
-  if (has_stops_) {
-    terminal = [this](int beam, int32_t token) { return BeamEndsInStop(beam, token); };
+  const bool constrained = seqs_[0].constraint != nullptr;
+  if (has_stops_ || constrained) {
+    // A candidate whose constraint is complete ends its hypothesis, as a stop string does.
+    terminal = [this, constrained](int beam, int32_t token) {
+      if (has_stops_ && BeamEndsInStop(beam, token)) return true;
+      if (!constrained) return false;
+      std::unique_ptr<TokenConstraint> next = seqs_[beam].constraint->Clone();
+      return next->Accept(token) && next->Complete();
+    };
   }
   std::vector<BeamChoice> choices = beam_->Step(ptrs, n_vocab_, terminal);
   if (choices.empty() && keep_cache_ && !seqs_.empty() && dropped_blocks_ == 0) {
@@ -377,6 +424,14 @@ void Generation::ConsumeBeams(const float* logits) {
       next[j].table = std::move(seqs_[p].table);
     }
     next[j].feed.assign(1, choices[j].token);
+    if (constrained) {
+      const TokenConstraint& parent = *seqs_[p].constraint;
+      next[j].constraint = parent.Clone();
+      if (!next[j].constraint->Accept(choices[j].token)) {
+        return absl::InternalError(absl::StrCat("the output constraint refused token ",
+                                                choices[j].token, ", which its mask allowed"));
+      }
+    }
   }
   for (Seq& s : seqs_) cache_.Free(s.table);  // parents with no child (moved ones are empty)
   seqs_ = std::move(next);
@@ -387,9 +442,10 @@ void Generation::ConsumeBeams(const float* logits) {
     beam_results_ = beam_->Results();
     FinishReason reason = FinishReason::kLength;
     if (!beam_results_.empty() && beam_results_[0].eos) reason = FinishReason::kEos;
-    if (!beam_results_.empty() && beam_results_[0].stopped) reason = FinishReason::kStopSequence;
+    if (!beam_results_.empty()) reason = BeamEnd(beam_results_[0]).value_or(reason);
     Finish(reason);
   }
+  return absl::OkStatus();
 }
 
 bool Generation::BeamEndsInStop(int beam, int32_t token) const {
@@ -401,6 +457,22 @@ bool Generation::BeamEndsInStop(int beam, int32_t token) const {
     if (!st.empty() && text.find(st) != std::string::npos) return true;
   }
   return false;
+}
+
+std::optional<FinishReason> Generation::BeamEnd(const BeamHypothesis& b) const {
+  if (b.eos) return FinishReason::kEos;
+  if (!b.stopped) return std::nullopt;
+  // Terminal: a stop string, or its constraint completed (ConsumeBeams' terminal rule).
+  const std::string text = DecodeOutput(b.ids);
+  return has_stops_ && CutAtStop(text).size() < text.size() ? FinishReason::kStopSequence
+                                                            : FinishReason::kConstraintComplete;
+}
+
+std::string Generation::DecodeOutput(const std::vector<int32_t>& ids) const {
+  IncrementalDetokenizer d(tok_, SortedIds(options_.shown_special_tokens));
+  std::string text;
+  for (int32_t id : ids) text += d.Add(id);
+  return text + d.Flush();
 }
 
 std::string Generation::CutAtStop(const std::string& text) const {
@@ -558,19 +630,19 @@ GenerationResult Generation::TakeResult() {
     for (int i = 0; i < n; ++i) {
       BeamHypothesis& b = beam_results_[i];
       Hypothesis h;
-      h.text = SanitizeUtf8(tok_.Decode(b.ids));
-      if (b.stopped) h.text = CutAtStop(h.text);
+      const std::optional<FinishReason> end = BeamEnd(b);
+      h.text = DecodeOutput(b.ids);
+      if (end == FinishReason::kStopSequence) h.text = CutAtStop(h.text);
       h.ids = std::move(b.ids);
       h.logprobs = std::move(b.logprobs);
       h.score = b.score;
       h.cum_logprob = b.cum_logprob;
       // A hypothesis that neither hit EOS nor stopped ran to the length limit, unless the
       // request ended early (cancelled / context full), which then applies to it.
-      if (b.eos) {
-        h.finish_reason = FinishReason::kEos;
-      } else if (b.stopped) {
-        h.finish_reason = FinishReason::kStopSequence;
-      } else if (finish_ == FinishReason::kEos || finish_ == FinishReason::kStopSequence) {
+      if (end.has_value()) {
+        h.finish_reason = *end;
+      } else if (finish_ == FinishReason::kEos || finish_ == FinishReason::kStopSequence ||
+                 finish_ == FinishReason::kConstraintComplete) {
         h.finish_reason = FinishReason::kLength;
       } else {
         h.finish_reason = finish_;

@@ -167,6 +167,8 @@ class Generation {
     std::vector<int32_t> feed;
     size_t fed = 0;      // of feed, already run
     size_t pending = 0;  // of feed, in the pass PrepareStep last prepared
+    // The output constraint's state for this sequence (DecodingOptions::constraint), or null.
+    std::unique_ptr<TokenConstraint> constraint;
   };
   Generation(LlamaModel& model, const Tokenizer& tokenizer, KvCache& cache,
              std::vector<int32_t> prompt, const DecodingOptions& options, StreamSink sink);
@@ -187,13 +189,20 @@ class Generation {
   void PlanCatchUp();
   void PrepareCatchUp(std::vector<ForwardSeq>* seqs, int max_tokens);
   void FreeAll();
+  // A copy of `row` [vocab] in `out` with the sequence's constraint applied; `row` itself when
+  // the sequence has none. Error when the constraint allows no token at all.
+  absl::StatusOr<const float*> Constrained(const Seq& s, const float* row, float* out) const;
   // Greedy / sampling.
-  void ConsumeSingle(const float* logits);
+  absl::Status ConsumeSingle(const float* logits);
   void EmitSingle(int32_t id, double logprob, std::vector<TokenLogprob> top);
   // Beam search.
-  void ConsumeBeams(const float* logits);
+  absl::Status ConsumeBeams(const float* logits);
   // Whether running beam `beam` continued by `token` contains a stop string (see the top).
   bool BeamEndsInStop(int beam, int32_t token) const;
+  // Why hypothesis `b` ended if not at the length limit: EOS, a stop string, or its constraint.
+  std::optional<FinishReason> BeamEnd(const BeamHypothesis& b) const;
+  // The output text of `ids` (shown special tokens included), valid UTF-8.
+  std::string DecodeOutput(const std::vector<int32_t>& ids) const;
   // `text` cut the way the stream's StopMatcher cuts it.
   std::string CutAtStop(const std::string& text) const;
   void StreamCertainPrefix();
@@ -231,6 +240,7 @@ class Generation {
       step_logits_;               // [n_seqs, vocab] last rows of feeds that ended in earlier passes
   std::vector<double> logprobs_;  // [vocab] scratch
   std::vector<float> processed_;  // [vocab] scratch
+  std::vector<float> masked_;     // [vocab] scratch: a row with the constraint applied
   GenerationStats stats_;
   std::chrono::steady_clock::time_point start_;
 
@@ -249,6 +259,7 @@ class Generation {
   std::vector<std::vector<double>> beam_logprobs_;  // per running beam, per generated token
   std::vector<double> rows_;                        // [n_beams, vocab] log-softmax rows
   std::vector<float> beam_processed_;               // [n_beams, vocab] penalised logits
+  std::vector<float> beam_masked_;                  // [n_beams, vocab] constrained logits
   size_t streamed_ = 0;                             // certain-prefix tokens already streamed
   IncrementalDetokenizer beam_detok_;
   std::vector<GeneratedToken> beam_tokens_;

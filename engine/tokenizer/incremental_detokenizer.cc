@@ -5,7 +5,11 @@
 namespace textgen {
 
 std::string IncrementalDetokenizer::Add(int32_t id) {
-  pending_.append(tokenizer_->TokenBytes(id));
+  if (!shown_.empty() && std::binary_search(shown_.begin(), shown_.end(), id)) {
+    pending_.append(tokenizer_->TokenText(id));
+  } else {
+    pending_.append(tokenizer_->TokenBytes(id));
+  }
   // Bytes that could still become a character wait; everything before them is final: a
   // sequence that is already ill-formed cannot be repaired by later bytes.
   const size_t hold = IncompleteUtf8Tail(pending_);

@@ -2,8 +2,11 @@
 #ifndef TEXTGEN_ENGINE_TOKENIZER_INCREMENTAL_DETOKENIZER_H_
 #define TEXTGEN_ENGINE_TOKENIZER_INCREMENTAL_DETOKENIZER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/tokenizer/tokenizer.h"
 
@@ -15,7 +18,10 @@ namespace textgen {
 // valid UTF-8, the concatenation of all Add results and Flush equals Tokenizer::Decode.
 class IncrementalDetokenizer {
  public:
-  explicit IncrementalDetokenizer(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  // `shown` (sorted ascending): control tokens whose text counts as output (e.g. tool-call
+  // markers); every other control token contributes nothing, as in Tokenizer::Decode.
+  explicit IncrementalDetokenizer(const Tokenizer& tokenizer, std::vector<int32_t> shown = {})
+      : tokenizer_(&tokenizer), shown_(std::move(shown)) {}
 
   // Appends the token's bytes (nothing for out-of-range ids) and returns the newly completed
   // text, possibly empty.
@@ -27,6 +33,7 @@ class IncrementalDetokenizer {
 
  private:
   const Tokenizer* tokenizer_;
+  std::vector<int32_t> shown_;
   std::string pending_;
 };
 

@@ -27,6 +27,7 @@ const char* OpenAiFinishReason(FinishReason reason) {
     case FinishReason::kEos:
     case FinishReason::kStopSequence:
     case FinishReason::kCancelled:
+    case FinishReason::kConstraintComplete:
       return "stop";
   }
   return "stop";
