@@ -1,0 +1,99 @@
+#include "engine/constraint/grammar_constraint.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+namespace textgen {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+}  // namespace
+
+std::unique_ptr<TokenConstraint> GrammarConstraint::Clone() const {
+  return std::make_unique<GrammarConstraint>(matcher_);
+}
+
+bool GrammarConstraint::Mask(absl::Span<float> logits) const {
+  matcher_.FillNextTokenMask(&mask_);
+  bool any = false;
+  const absl::Span<const uint64_t> words = mask_.words();
+  const size_t n = logits.size();
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = w < words.size() ? words[w] : 0;
+    any = any || bits != 0;
+    if (bits == ~uint64_t{0}) continue;
+    const size_t end = std::min(n, (w + 1) * 64);
+    for (size_t i = w * 64; i < end; ++i) {
+      if (((bits >> (i - w * 64)) & 1) == 0) logits[i] = kNegInf;
+    }
+  }
+  return any;
+}
+
+TriggeredConstraint::TriggeredConstraint(std::shared_ptr<const CompiledGrammar> grammar,
+                                         std::vector<ConstraintTrigger> triggers,
+                                         std::function<std::string_view(int32_t)> token_text)
+    : grammar_(std::move(grammar)),
+      triggers_(std::make_shared<const std::vector<ConstraintTrigger>>(std::move(triggers))),
+      token_text_(std::move(token_text)) {
+  for (const ConstraintTrigger& t : *triggers_) {
+    longest_trigger_ = std::max(longest_trigger_, t.text.size());
+  }
+}
+
+std::unique_ptr<TokenConstraint> TriggeredConstraint::Clone() const {
+  return std::make_unique<TriggeredConstraint>(*this);
+}
+
+bool TriggeredConstraint::Mask(absl::Span<float> logits) const {
+  // Free text until a trigger: every token may come.
+  return active_.has_value() ? active_->Mask(logits) : true;
+}
+
+bool TriggeredConstraint::Accept(int32_t token) {
+  if (active_.has_value()) return active_->Accept(token);
+  text_.append(token_text_(token));
+  MaybeTrigger();
+  return true;
+}
+
+void TriggeredConstraint::MaybeTrigger() {
+  if (gave_up_) return;
+  size_t start = 0;
+  while (start < text_.size() && IsSpace(text_[start])) ++start;
+  size_t best = std::string::npos;
+  for (const ConstraintTrigger& t : *triggers_) {
+    size_t at = std::string::npos;
+    if (t.at_start) {
+      if (!past_start_ && text_.compare(start, t.text.size(), t.text) == 0) at = start;
+    } else {
+      at = text_.find(t.text);
+    }
+    if (at != std::string::npos) best = std::min(best, at);
+  }
+  if (best == std::string::npos) {
+    // Only a tail that could still begin a trigger matters once the answer's start has passed.
+    if (text_.size() - start >= longest_trigger_) past_start_ = true;
+    if (past_start_ && text_.size() > 2 * longest_trigger_ + 64) {
+      text_.erase(0, text_.size() - longest_trigger_);
+    }
+    return;
+  }
+  GrammarMatcher m(grammar_);
+  // The trigger's token may carry more text after it, generated freely: the grammar must
+  // accept it too. If it does not, the call cannot be constrained any more and the answer stays
+  // free (whoever parses it sees a botched call).
+  if (!m.AcceptString(std::string_view(text_).substr(best))) {
+    gave_up_ = true;
+    text_.clear();
+    return;
+  }
+  active_.emplace(std::move(m));
+  text_.clear();
+}
+
+}  // namespace textgen
