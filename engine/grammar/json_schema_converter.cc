@@ -11,7 +11,7 @@
 #include "engine/grammar/regex_parser.h"
 #include "engine/util/status_macros.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 namespace {
 
 // Keywords that only annotate (or hold subschemas used elsewhere): ignored.
@@ -35,20 +35,8 @@ const absl::flat_hash_set<std::string>& Refused() {
       "$recursiveRef"};
   return *set;
 }
-std::string Child(const std::string& ptr, std::string_view key) {
-  std::string out = ptr + "/";
-  for (char c : key) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 std::string Child(const std::string& ptr, size_t index) { return ptr + "/" + std::to_string(index); }
+std::string Child(const std::string& ptr, std::string_view key) { return PointerChild(ptr, key); }
 
 absl::Status Invalid(std::string_view what, std::string_view ptr) {
   return absl::InvalidArgumentError(
@@ -104,6 +92,19 @@ bool ValueConstraintKeyword(std::string_view key) {
   return set->contains(std::string(key));
 }
 
+std::string PointerChild(const std::string& ptr, std::string_view key) {
+  std::string out = ptr + "/";
+  for (char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 std::string PointerForMessage(std::string_view pointer) {
   return pointer.empty() ? "the root" : std::string(pointer);
 }
@@ -184,7 +185,7 @@ SchemaConverter::SchemaConverter(const Json& doc, std::string root_name,
       accepts_(std::move(accepts)),
       nesting_(nesting),
       b_(std::move(root_name),
-         GrammarLimits{options.max_rules, options.max_size, deadline}),
+         BuildLimits{options.max_rules, options.max_size, deadline}),
       pieces_(b_, options_) {}
 
 absl::StatusOr<const Json*> SchemaConverter::At(const std::string& ptr) const {
@@ -424,3 +425,5 @@ std::string SchemaConverter::Key(const Conj& conj, uint8_t types) const {
 void SchemaConverter::NoteEmpty(std::string reason) {
   if (empty_reason_.empty()) empty_reason_ = std::move(reason);
 }
+
+}  // namespace textgen::json_schema_internal

@@ -26,7 +26,7 @@
 #include "engine/grammar/json_schema_numbers.h"
 #include "engine/grammar/json_schema_pieces.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 
 using Json = nlohmann::ordered_json;
 
@@ -57,6 +57,8 @@ using GrammarAcceptsFn =
 // A JSON value as the grammar spells it: compact, integral doubles as integers, other doubles
 // in their shortest form. InvalidArgument for strings that are not UTF-8.
 absl::StatusOr<std::string> CanonicalJson(const Json& value);
+// The pointer to member `key` of the value at `ptr` (~ and / escaped).
+std::string PointerChild(const std::string& ptr, std::string_view key);
 // "the root" or the pointer, for messages.
 std::string PointerForMessage(std::string_view pointer);
 
@@ -144,6 +146,6 @@ class SchemaConverter {
   std::string empty_reason_;                          // the first contradiction seen
 };
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal
 
 #endif  // TEXTGEN_ENGINE_GRAMMAR_JSON_SCHEMA_CONVERTER_H_

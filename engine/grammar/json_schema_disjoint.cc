@@ -7,7 +7,7 @@
 #include "engine/grammar/json_schema_converter.h"
 #include "engine/util/status_macros.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 namespace {
 
 constexpr int kMaxDepth = 3;  // discriminators nested in discriminators
@@ -126,8 +126,7 @@ absl::StatusOr<bool> SchemaConverter::Disjoint(const Summary& a, const Summary& 
         for (const Part& p : s.conj.parts) {
           const Json* props = Keyword(p, "properties");
           if (props != nullptr && props->contains(name)) {
-            ptrs.push_back(absl::StrCat(p.ptr, "/properties/",
-                                        Json::json_pointer::escape(name)));
+            ptrs.push_back(PointerChild(p.ptr + "/properties", name));
           } else if (Keyword(p, "additionalProperties")) {
             ptrs.push_back(p.ptr + "/additionalProperties");
           }
@@ -142,4 +141,4 @@ absl::StatusOr<bool> SchemaConverter::Disjoint(const Summary& a, const Summary& 
   return true;
 }
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal

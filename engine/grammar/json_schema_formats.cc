@@ -5,7 +5,7 @@
 
 #include "engine/grammar/json_schema_pieces.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 namespace {
 
 constexpr std::string_view kFormats[] = {"date", "time",     "date-time", "email",
@@ -150,4 +150,4 @@ Expr JsonPieces::BuildEmail() {
                  Format("hostname")});
 }
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/util/status_macros.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 namespace {
 
 constexpr int64_t kSaturate = INT64_MAX / 8;
@@ -58,6 +58,16 @@ void AppendClassMember(uint32_t cp, std::string& out) {
 
 }  // namespace
 
+bool IsGbnfName(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 std::string GbnfQuote(std::string_view utf8) {
   std::string out = "\"";
   size_t pos = 0;
@@ -100,7 +110,7 @@ std::string GbnfCharClass(const CodePointSet& set) {
   return out;
 }
 
-GbnfBuilder::GbnfBuilder(std::string root_name, GrammarLimits limits)
+GbnfBuilder::GbnfBuilder(std::string root_name, BuildLimits limits)
     : root_name_(std::move(root_name)), limits_(limits) {
   nodes_.push_back(Node{Kind::kNever});
   nodes_.push_back(Node{Kind::kEmpty});
@@ -139,8 +149,7 @@ GbnfBuilder::Expr GbnfBuilder::Literal(std::string_view utf8) {
   if (it != literals_.end()) return it->second;
   Node node{Kind::kLiteral};
   node.literal = std::string(utf8);
-  node.weight = 0;
-  for (unsigned char c : utf8) node.weight += (c & 0xC0) != 0x80;  // code points
+  node.weight = static_cast<int64_t>(utf8.size());
   const Expr e = Add(std::move(node));
   if (e != kNeverExpr) literals_.emplace(std::string(utf8), e);
   return e;
@@ -152,6 +161,7 @@ GbnfBuilder::Expr GbnfBuilder::Chars(const CodePointSet& set) {
   if (it != char_sets_.end()) return it->second;
   Node node{Kind::kChars};
   node.chars = set;
+  node.weight = static_cast<int64_t>(set.ranges().size()) + 4;
   const Expr e = Add(std::move(node));
   if (e != kNeverExpr) char_sets_.emplace(set.ranges(), e);
   return e;
@@ -229,7 +239,7 @@ GbnfBuilder::Expr GbnfBuilder::Repeat(Expr e, int64_t min, int64_t max) {
   node.kids = {e};
   node.min = min;
   node.max = max;
-  node.weight = SatAdd(SatMul(nodes_[e].weight, max >= 0 ? max : std::max<int64_t>(min, 1)), 1);
+  node.weight = SatAdd(nodes_[e].weight, 1);
   return Add(std::move(node));
 }
 
@@ -401,9 +411,24 @@ void GbnfBuilder::Print(Expr e, int prec, std::string& out) const {
       out += "\"\"";
       return;
     case Kind::kLiteral: {
-      const bool group = prec >= 2 && n.weight > 1;
+      // Long literals print as several, split between UTF-8 characters.
+      std::vector<std::string_view> pieces;
+      std::string_view rest = n.literal;
+      while (rest.size() > kMaxPrintedLiteral) {
+        size_t cut = kMaxPrintedLiteral;
+        while (cut > 0 && (static_cast<unsigned char>(rest[cut]) & 0xC0) == 0x80) --cut;
+        pieces.push_back(rest.substr(0, cut));
+        rest.remove_prefix(cut);
+      }
+      pieces.push_back(rest);
+      size_t code_points = 0;
+      for (unsigned char c : n.literal) code_points += (c & 0xC0) != 0x80;
+      const bool group = (prec >= 2 && code_points > 1) || (prec >= 1 && pieces.size() > 1);
       if (group) out += "(";
-      out += GbnfQuote(n.literal);
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        if (i > 0) out += ' ';
+        out += GbnfQuote(pieces[i]);
+      }
       if (group) out += ")";
       return;
     }
@@ -441,40 +466,53 @@ void GbnfBuilder::Print(Expr e, int prec, std::string& out) const {
         out += "\"\"";
         return;
       }
-      if (prec >= 2) out += "(";
-      Print(n.kids[0], 2, out);
-      if (n.min == 0 && n.max == 1) {
-        out += '?';
-      } else if (n.min == 0 && n.max < 0) {
-        out += '*';
-      } else if (n.min == 1 && n.max < 0) {
-        out += '+';
-      } else if (n.max < 0) {
-        absl::StrAppend(&out, "{", n.min, ",}");
-      } else if (n.min == n.max) {
-        absl::StrAppend(&out, "{", n.min, "}");
-      } else {
-        absl::StrAppend(&out, "{", n.min, ",", n.max, "}");
+      // Counts above kMaxPrintedRepetition: consecutive repetitions whose ranges add up.
+      std::vector<std::pair<int64_t, int64_t>> pieces;
+      for (int64_t m = n.min, x = n.max; pieces.empty() || m > 0 || x > 0;) {
+        if (x < 0 && m <= kMaxPrintedRepetition) {
+          pieces.emplace_back(m, -1);
+          break;
+        }
+        const int64_t a = std::min(m, kMaxPrintedRepetition);
+        const int64_t b = x < 0 ? a : std::min(x, kMaxPrintedRepetition);
+        pieces.emplace_back(a, b);
+        m -= a;
+        if (x >= 0) x -= b;
       }
-      if (prec >= 2) out += ")";
+      const bool group = prec >= 2 || (pieces.size() > 1 && prec >= 1);
+      if (group) out += "(";
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        if (i > 0) out += ' ';
+        const auto [min, max] = pieces[i];
+        Print(n.kids[0], 2, out);
+        if (min == 0 && max == 1) {
+          out += '?';
+        } else if (min == 0 && max < 0) {
+          out += '*';
+        } else if (min == 1 && max < 0) {
+          out += '+';
+        } else if (max < 0) {
+          absl::StrAppend(&out, "{", min, ",}");
+        } else if (min == max) {
+          absl::StrAppend(&out, "{", min, "}");
+        } else {
+          absl::StrAppend(&out, "{", min, ",", max, "}");
+        }
+      }
+      if (group) out += ")";
       return;
     }
   }
 }
 
-absl::StatusOr<GbnfGrammar> GbnfBuilder::Finish(std::string_view empty_reason) {
+absl::StatusOr<GbnfGrammar> GbnfBuilder::Finish(const std::string& empty_message) {
   TG_RETURN_IF_ERROR(status_);
   for (const Rule& rule : rules_) {
     if (rule.body < 0) return absl::InternalError("grammar rule " + rule.name + " never defined");
   }
   std::vector<int64_t> rule_min;
   TG_RETURN_IF_ERROR(ComputeMinBytes(rule_min));
-  if (rule_min[kRoot] >= kInf) {
-    return absl::InvalidArgumentError(
-        empty_reason.empty()
-            ? std::string("the schema admits no JSON value (its constraints contradict)")
-            : absl::StrCat("the schema admits no JSON value: ", std::string(empty_reason)));
-  }
+  if (rule_min[kRoot] >= kInf) return absl::InvalidArgumentError(empty_message);
   // The live rules reachable from the root, their live references and left references.
   const int n_rules = static_cast<int>(rules_.size());
   std::vector<char> reached(n_rules, 0);
@@ -553,4 +591,4 @@ absl::StatusOr<GbnfGrammar> GbnfBuilder::Finish(std::string_view empty_reason) {
   return out;
 }
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal

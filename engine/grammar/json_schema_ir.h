@@ -20,16 +20,21 @@
 #include "absl/time/time.h"
 #include "engine/grammar/regex_charset.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 
-struct GrammarLimits {
-  int64_t max_rules = 10000;
-  // Weighted size: every literal character, set, reference and operator counts 1, and a
-  // repetition {m,n} counts its operand n times (max(m,1) when unbounded), as a GBNF engine
-  // that expands repetitions into rules would build it.
-  int64_t max_size = 1000000;
+struct BuildLimits {
+  int64_t max_rules = 5000;
+  // Weighted size, about the automaton nodes a GBNF engine builds: a literal counts its bytes,
+  // a character set its ranges plus 4, a reference 1, an operator 1 plus its operands. A
+  // repetition counts its operand once: the engine counts iterations instead of copying.
+  int64_t max_size = 200000;
   absl::Time deadline = absl::InfiniteFuture();
 };
+
+// The largest m or n of an x{m,n} that the engine takes; larger counts print as several.
+inline constexpr int64_t kMaxPrintedRepetition = 65000;
+// Literals print in pieces of at most this many bytes (the engine's limit is 65536).
+inline constexpr size_t kMaxPrintedLiteral = 60000;
 
 // A built grammar.
 struct GbnfGrammar {
@@ -44,7 +49,7 @@ class GbnfBuilder {
   using Expr = int32_t;
 
   // Rule 0 is the root, named `root_name`; every other rule is named `root_name` + "-" + a hint.
-  GbnfBuilder(std::string root_name, GrammarLimits limits);
+  GbnfBuilder(std::string root_name, BuildLimits limits);
 
   Expr Never() const { return kNeverExpr; }  // the empty language
   Expr Empty() const { return kEmptyExpr; }  // the empty text
@@ -72,9 +77,9 @@ class GbnfBuilder {
   const absl::Status& CheckDeadline();
   int64_t size() const { return total_size_; }
 
-  // Checks and prints the grammar from the root. InvalidArgument if the root accepts nothing
-  // (`empty_reason` says why, when the caller knows) or a rule is left-recursive.
-  absl::StatusOr<GbnfGrammar> Finish(std::string_view empty_reason = "");
+  // Checks and prints the grammar from the root. InvalidArgument `empty_message` if the root
+  // accepts nothing, or naming the rule's origin if a rule is left-recursive.
+  absl::StatusOr<GbnfGrammar> Finish(const std::string& empty_message);
 
  private:
   enum class Kind : uint8_t { kNever, kEmpty, kLiteral, kChars, kSeq, kAlt, kRepeat, kRef };
@@ -105,7 +110,7 @@ class GbnfBuilder {
   void Print(Expr e, int prec, std::string& out) const;
 
   std::string root_name_;
-  GrammarLimits limits_;
+  BuildLimits limits_;
   std::vector<Node> nodes_;
   std::vector<Rule> rules_;
   absl::flat_hash_set<std::string> names_;
@@ -116,10 +121,14 @@ class GbnfBuilder {
   absl::Status status_;
 };
 
+// A valid rule name for root_name parameters: [A-Za-z0-9-]+ (llama.cpp's; textgen's parser
+// also takes '_').
+bool IsGbnfName(std::string_view name);
+
 // GBNF spellings, shared with the tests.
 std::string GbnfQuote(std::string_view utf8);        // a literal: "..."
 std::string GbnfCharClass(const CodePointSet& set);  // [...]
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal
 
 #endif  // TEXTGEN_ENGINE_GRAMMAR_JSON_SCHEMA_IR_H_

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 namespace {
 
 using Expr = GbnfBuilder::Expr;
@@ -361,4 +361,4 @@ Expr NumberRange(GbnfBuilder& b, const std::optional<Decimal>& lo,
   return b.Alt(std::move(alts));
 }
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal

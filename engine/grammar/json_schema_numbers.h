@@ -12,7 +12,7 @@
 
 #include "engine/grammar/json_schema_ir.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 
 // An exact decimal: sign, integer digits (no leading zeros; "0" for zero), fraction digits (no
 // trailing zeros). Zero is never negative.
@@ -51,6 +51,6 @@ std::optional<Decimal> UpperBound(const nlohmann::ordered_json& value, bool excl
 GbnfBuilder::Expr NumberRange(GbnfBuilder& b, const std::optional<Decimal>& lo,
                               const std::optional<Decimal>& hi, int int_digits, int frac_digits);
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal
 
 #endif  // TEXTGEN_ENGINE_GRAMMAR_JSON_SCHEMA_NUMBERS_H_

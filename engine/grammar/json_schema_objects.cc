@@ -8,22 +8,8 @@
 #include "engine/grammar/json_schema_converter.h"
 #include "engine/util/status_macros.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 namespace {
-
-std::string Child(const std::string& ptr, std::string_view key) {
-  std::string out = ptr + "/";
-  for (char c : key) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 struct Property {
   std::string name;
@@ -53,8 +39,8 @@ absl::StatusOr<Expr> SchemaConverter::ObjectExpr(const Conj& conj, int depth) {
         }
       }
     }
-    if (Keyword(p, "additionalProperties")) extra_ptrs.push_back(Child(p.ptr, "additionalProperties"));
-    if (Keyword(p, "propertyNames")) name_ptrs.push_back(Child(p.ptr, "propertyNames"));
+    if (Keyword(p, "additionalProperties")) extra_ptrs.push_back(PointerChild(p.ptr, "additionalProperties"));
+    if (Keyword(p, "propertyNames")) name_ptrs.push_back(PointerChild(p.ptr, "propertyNames"));
     if (const Json* v = Keyword(p, "minProperties")) min_props = std::max(min_props, AsCount(*v));
     if (const Json* v = Keyword(p, "maxProperties")) {
       max_props = max_props < 0 ? AsCount(*v) : std::min(max_props, AsCount(*v));
@@ -73,9 +59,9 @@ absl::StatusOr<Expr> SchemaConverter::ObjectExpr(const Conj& conj, int depth) {
     for (const Part& p : conj.parts) {
       const Json* declared = Keyword(p, "properties");
       if (declared != nullptr && declared->contains(name)) {
-        ptrs.push_back(Child(Child(p.ptr, "properties"), name));
+        ptrs.push_back(PointerChild(PointerChild(p.ptr, "properties"), name));
       } else if (Keyword(p, "additionalProperties")) {
-        ptrs.push_back(Child(p.ptr, "additionalProperties"));
+        ptrs.push_back(PointerChild(p.ptr, "additionalProperties"));
       }
     }
     TG_ASSIGN_OR_RETURN(Conj value_conj, Flatten(ptrs));
@@ -320,15 +306,15 @@ absl::StatusOr<Expr> SchemaConverter::ArrayExpr(const Conj& conj, int depth) {
     const Json* prefix = Keyword(p, "prefixItems");
     const Json* items = Keyword(p, "items");
     if (items != nullptr && items->is_array()) {  // draft 2019 and older: a tuple
-      for (size_t i = 0; i < items->size(); ++i) s.prefix.push_back(Child(Child(p.ptr, "items"), std::to_string(i)));
-      if (Keyword(p, "additionalItems")) s.rest = Child(p.ptr, "additionalItems");
+      for (size_t i = 0; i < items->size(); ++i) s.prefix.push_back(PointerChild(PointerChild(p.ptr, "items"), std::to_string(i)));
+      if (Keyword(p, "additionalItems")) s.rest = PointerChild(p.ptr, "additionalItems");
     } else {
       if (prefix != nullptr) {
         for (size_t i = 0; i < prefix->size(); ++i) {
-          s.prefix.push_back(Child(Child(p.ptr, "prefixItems"), std::to_string(i)));
+          s.prefix.push_back(PointerChild(PointerChild(p.ptr, "prefixItems"), std::to_string(i)));
         }
       }
-      if (items != nullptr) s.rest = Child(p.ptr, "items");
+      if (items != nullptr) s.rest = PointerChild(p.ptr, "items");
     }
     k = std::max(k, s.prefix.size());
     shapes.push_back(std::move(s));
@@ -393,4 +379,4 @@ absl::StatusOr<Expr> SchemaConverter::ArrayExpr(const Conj& conj, int depth) {
   return b_.Seq({b_.Literal("["), ws, tail, b_.Literal("]")});
 }
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 namespace {
 
 // The characters JSON strings may hold raw: everything but ", \ and the controls U+0000-001F.
@@ -235,4 +235,4 @@ Expr JsonPieces::RegexPlain(const ParsedRegex& regex) {
   return b_.Alt(std::move(alts));
 }
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal

@@ -14,7 +14,7 @@
 #include "engine/grammar/regex_charset.h"
 #include "engine/grammar/regex_parser.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 
 using Expr = GbnfBuilder::Expr;
 
@@ -80,6 +80,6 @@ class JsonPieces {
   absl::flat_hash_map<std::string, Expr> shared_;  // name -> reference to its rule
 };
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal
 
 #endif  // TEXTGEN_ENGINE_GRAMMAR_JSON_SCHEMA_PIECES_H_

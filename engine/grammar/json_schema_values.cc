@@ -8,7 +8,7 @@
 #include "engine/grammar/regex_parser.h"
 #include "engine/util/status_macros.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 namespace {
 
 constexpr int kMaxNesting = 4;  // enum filters inside enum filters
@@ -51,7 +51,10 @@ absl::StatusOr<JsonSchemaGrammar> SchemaConverter::Run() {
 absl::StatusOr<JsonSchemaGrammar> SchemaConverter::RunConj(const Conj& conj, uint8_t types) {
   TG_ASSIGN_OR_RETURN(Expr root, Convert(conj, types, "root", 0, GbnfBuilder::kRoot));
   (void)root;
-  TG_ASSIGN_OR_RETURN(GbnfGrammar g, b_.Finish(empty_reason_));
+  TG_ASSIGN_OR_RETURN(GbnfGrammar g,
+                      b_.Finish(empty_reason_.empty()
+                                    ? "the schema admits no JSON value (its constraints contradict)"
+                                    : "the schema admits no JSON value: " + empty_reason_));
   return JsonSchemaGrammar{std::move(g.text), g.max_bytes, g.rules};
 }
 
@@ -376,4 +379,4 @@ absl::StatusOr<Expr> SchemaConverter::NumberExpr(const Conj& conj, bool integer)
   return e;
 }
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal

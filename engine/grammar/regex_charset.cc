@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 namespace {
 
 constexpr uint32_t kSurrogateLo = 0xD800;
@@ -243,4 +243,4 @@ bool DecodeUtf8(std::string_view s, size_t& pos, uint32_t& cp) {
   return true;
 }
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 
 inline constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 
@@ -58,6 +58,6 @@ void AppendUtf8(uint32_t cp, std::string& out);
 // `pos` is unchanged).
 bool DecodeUtf8(std::string_view s, size_t& pos, uint32_t& cp);
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal
 
 #endif  // TEXTGEN_ENGINE_GRAMMAR_REGEX_CHARSET_H_

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/util/status_macros.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 namespace {
 
 constexpr int kMaxDepth = 256;
@@ -23,12 +23,6 @@ uint32_t HexValue(uint32_t c) {
 bool IsAsciiAlnum(uint32_t c) {
   return IsDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
-bool IsSyntaxChar(uint32_t c) {
-  return std::string_view("^$\\.*+?()[]{}|/").find(static_cast<char>(c)) !=
-             std::string_view::npos &&
-         c < 0x80;
-}
-
 RegexNode CharsNode(CodePointSet set) {
   RegexNode node;
   node.kind = RegexNode::Kind::kChars;
@@ -168,7 +162,9 @@ class Parser {
       size_t l2;
       int64_t m2, x2;
       bool braces = false;
-      if (next == '{') TG_ASSIGN_OR_RETURN(braces, ParseBraces(l2, m2, x2));
+      if (next == '{') {
+        TG_ASSIGN_OR_RETURN(braces, ParseBraces(l2, m2, x2));
+      }
       if (next == '*' || next == '?' || braces) return Error("nothing to repeat");
     }
     RegexNode node;
@@ -450,4 +446,4 @@ void RegexLengthBounds(const RegexNode& node, int64_t& min, int64_t& max) {
   }
 }
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal

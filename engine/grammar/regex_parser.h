@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "engine/grammar/regex_charset.h"
 
-namespace textgen::grammar_internal {
+namespace textgen::json_schema_internal {
 
 struct RegexNode {
   enum class Kind : uint8_t { kEmpty, kChars, kSeq, kAlt, kRepeat };
@@ -46,6 +46,6 @@ absl::StatusOr<ParsedRegex> ParseRegex(std::string_view pattern);
 // Length bounds of a node's texts in code points; max < 0: unbounded.
 void RegexLengthBounds(const RegexNode& node, int64_t& min, int64_t& max);
 
-}  // namespace textgen::grammar_internal
+}  // namespace textgen::json_schema_internal
 
 #endif  // TEXTGEN_ENGINE_GRAMMAR_REGEX_PARSER_H_
