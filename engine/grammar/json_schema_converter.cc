@@ -36,7 +36,6 @@ const absl::flat_hash_set<std::string>& Refused() {
   return *set;
 }
 std::string Child(const std::string& ptr, size_t index) { return ptr + "/" + std::to_string(index); }
-std::string Child(const std::string& ptr, std::string_view key) { return PointerChild(ptr, key); }
 
 absl::Status Invalid(std::string_view what, std::string_view ptr) {
   return absl::InvalidArgumentError(
@@ -377,7 +376,14 @@ absl::Status SchemaConverter::FlattenInto(const std::string& ptr, Conj& conj,
       return absl::OkStatus();
     }
   }
-  conj.parts.push_back(Part{ptr, 0});
+  // A schema of nothing but $ref / allOf and annotations adds no part of its own, so that
+  // conjunctions reached through different references are one rule.
+  const bool trivial = std::all_of(schema->items().begin(), schema->items().end(),
+                                   [](const auto& kv) {
+                                     return kv.key() == "$ref" || kv.key() == "allOf" ||
+                                            Ignored().contains(kv.key());
+                                   });
+  if (!trivial) conj.parts.push_back(Part{ptr, 0});
   chain.push_back(ptr);
   if (auto ref = schema->find("$ref"); ref != schema->end()) {
     TG_ASSIGN_OR_RETURN(std::string target, ResolveRef(ptr, *ref));
@@ -385,7 +391,7 @@ absl::Status SchemaConverter::FlattenInto(const std::string& ptr, Conj& conj,
   }
   if (auto all = schema->find("allOf"); all != schema->end()) {
     for (size_t i = 0; i < all->size(); ++i) {
-      TG_RETURN_IF_ERROR(FlattenInto(Child(ptr, i), conj, chain));
+      TG_RETURN_IF_ERROR(FlattenInto(Child(PointerChild(ptr, "allOf"), i), conj, chain));
     }
   }
   chain.pop_back();

@@ -93,8 +93,26 @@ Expr JsonPieces::Units(const CodePointSet& set) {
     AppendUtf8(cp, utf8);
     return b_.Literal(utf8);
   }
-  std::vector<Expr> alts = {b_.Chars(set.Intersect(RawStringChars()))};
-  CodePointSet low[2];  // other controls, spelled \u000X and \u001X
+  const Expr raw = b_.Chars(set.Intersect(RawStringChars()));
+  if (EscapedChars().Minus(set).empty()) return b_.Alt({raw, AllEscapes()});
+  return b_.Alt({raw, Escapes(set)});
+}
+
+CodePointSet JsonPieces::EscapedChars() {
+  CodePointSet set = CodePointSet::Range(0, 0x1F);
+  set.Add('"', '"');
+  set.Add('\\', '\\');
+  return set;
+}
+
+Expr JsonPieces::AllEscapes() { return Shared("escape", &JsonPieces::BuildAllEscapes); }
+Expr JsonPieces::BuildAllEscapes() { return Escapes(EscapedChars()); }
+
+// The canonical escapes of the members of `set` that JSON requires escaped: the short ones,
+// else \u000X / \u001X.
+Expr JsonPieces::Escapes(const CodePointSet& set) {
+  std::vector<Expr> alts;
+  CodePointSet low[2];
   std::vector<uint32_t> escaped = {'"', '\\'};  // and the controls
   for (uint32_t cp = 0; cp < 0x20; ++cp) escaped.push_back(cp);
   for (uint32_t cp : escaped) {

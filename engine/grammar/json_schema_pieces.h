@@ -63,6 +63,10 @@ class JsonPieces {
   Expr BuildObject();
   Expr BuildArray();
   Expr RegexNodeExpr(const RegexNode& node, bool json);
+  static CodePointSet EscapedChars();  // ", \ and the controls
+  Expr AllEscapes();
+  Expr BuildAllEscapes();
+  Expr Escapes(const CodePointSet& set);
   // formats (json_schema_formats.cc)
   Expr BuildDate();
   Expr BuildTime();

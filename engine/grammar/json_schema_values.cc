@@ -49,6 +49,7 @@ absl::StatusOr<JsonSchemaGrammar> SchemaConverter::Run() {
 }
 
 absl::StatusOr<JsonSchemaGrammar> SchemaConverter::RunConj(const Conj& conj, uint8_t types) {
+  for (const Part& p : conj.parts) TG_RETURN_IF_ERROR(CheckKeywords(p.ptr));
   TG_ASSIGN_OR_RETURN(Expr root, Convert(conj, types, "root", 0, GbnfBuilder::kRoot));
   (void)root;
   TG_ASSIGN_OR_RETURN(GbnfGrammar g,
@@ -80,7 +81,11 @@ absl::StatusOr<Expr> SchemaConverter::Convert(const Conj& conj, uint8_t types,
       }
     }
   }
-  if (!constrained && rule < 0) return pieces_.Value();
+  if (!constrained) {
+    if (rule < 0) return pieces_.Value();
+    b_.Define(rule, pieces_.Value());
+    return b_.Ref(rule);
+  }
   const std::string key = Key(conj, types);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   if (rule < 0) rule = b_.NewRule(hint, conj.parts.empty() ? "" : conj.parts[0].ptr);

@@ -210,17 +210,16 @@ class Parser {
       return absl::InvalidArgumentError(
           absl::StrCat("regex too complex: groups nested deeper than ", kMaxDepth));
     }
-    ++pos_;  // '('
-    if (Peek() == '?') {
-      const uint32_t kind = Peek(1);
-      if (kind == ':') {
-        pos_ += 2;
-      } else if (kind == '=' || kind == '!') {
-        return Unsupported("lookahead assertion");
-      } else if (kind == '<' && (Peek(2) == '=' || Peek(2) == '!')) {
+    if (Peek(1) == '?') {  // errors at the '('
+      const uint32_t kind = Peek(2);
+      if (kind == '=' || kind == '!') return Unsupported("lookahead assertion");
+      if (kind == '<' && (Peek(3) == '=' || Peek(3) == '!')) {
         return Unsupported("lookbehind assertion");
-      } else if (kind == '<') {
-        pos_ += 2;
+      }
+      if (kind == 'P') return Unsupported("Python-style named group (?P...)");
+      if (kind != ':' && kind != '<') return Unsupported("inline flags or group extension (?...)");
+      pos_ += 3;
+      if (kind == '<') {
         while (!AtEnd() && Peek() != '>') {
           if (!IsAsciiAlnum(Peek()) && Peek() != '_' && Peek() != '$') {
             return Error("bad group name");
@@ -229,11 +228,9 @@ class Parser {
         }
         if (AtEnd()) return Error("unterminated group name");
         ++pos_;
-      } else if (kind == 'P') {
-        return Unsupported("Python-style named group (?P...)");
-      } else {
-        return Unsupported("inline flags or group extension (?...)");
       }
+    } else {
+      ++pos_;  // '('
     }
     TG_ASSIGN_OR_RETURN(RegexNode inner, ParseDisjunction(depth + 1));
     if (Peek() != ')' || AtEnd()) return Error("missing )");
