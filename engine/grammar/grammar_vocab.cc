@@ -1,0 +1,84 @@
+#include "engine/grammar/grammar_vocab.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace textgen {
+
+std::shared_ptr<const GrammarVocab> GrammarVocab::Create(const Tokenizer& tokenizer) {
+  const int32_t n = tokenizer.vocab_size();
+  std::vector<std::string> bytes(n);
+  absl::flat_hash_map<std::string, int32_t> texts;
+  for (int32_t id = 0; id < n; ++id) {
+    TokenType type = tokenizer.token_type(id);
+    bool no_bytes =
+        type == TokenType::kControl || type == TokenType::kUnknown || type == TokenType::kUnused;
+    if (!no_bytes) bytes[id] = std::string(tokenizer.TokenBytes(id));
+    // Token elements name special tokens by text (<|im_end|>, <think>); llama.cpp tokenizes the
+    // element's text with special tokens parsed, which for these is exactly the token's text.
+    std::string_view text = tokenizer.TokenText(id);
+    if (type != TokenType::kNormal && type != TokenType::kByte && !text.empty()) {
+      texts.try_emplace(std::string(text), id);
+    }
+  }
+  return FromTokens(std::move(bytes), tokenizer.eog_ids(), std::move(texts));
+}
+
+std::shared_ptr<const GrammarVocab> GrammarVocab::FromTokens(
+    std::vector<std::string> bytes, const std::vector<int32_t>& eog_ids,
+    absl::flat_hash_map<std::string, int32_t> special_texts) {
+  std::shared_ptr<GrammarVocab> v(new GrammarVocab());
+  const int32_t n = static_cast<int32_t>(bytes.size());
+  v->offsets_.reserve(n + 1);
+  v->offsets_.push_back(0);
+  for (const std::string& b : bytes) {
+    v->data_ += b;
+    v->offsets_.push_back(static_cast<uint32_t>(v->data_.size()));
+  }
+  v->eog_.assign(n, false);
+  for (int32_t id : eog_ids) {
+    if (id >= 0 && id < n && !v->eog_[id]) {
+      v->eog_[id] = true;
+      v->eog_ids_.push_back(id);
+    }
+  }
+  std::sort(v->eog_ids_.begin(), v->eog_ids_.end());
+  v->texts_ = std::move(special_texts);
+  v->Finish();
+  return v;
+}
+
+std::string_view GrammarVocab::bytes(int32_t id) const {
+  if (id < 0 || id >= size()) return {};
+  return std::string_view(data_).substr(offsets_[id], offsets_[id + 1] - offsets_[id]);
+}
+
+int32_t GrammarVocab::FindText(std::string_view text) const {
+  auto it = texts_.find(absl::string_view(text.data(), text.size()));
+  return it == texts_.end() ? -1 : it->second;
+}
+
+void GrammarVocab::Finish() {
+  for (int32_t id = 0; id < size(); ++id) {
+    if (!bytes(id).empty() && !eog_[id]) sorted_ids_.push_back(id);
+  }
+  std::sort(sorted_ids_.begin(), sorted_ids_.end(), [&](int32_t a, int32_t b) {
+    std::string_view x = bytes(a), y = bytes(b);
+    return x != y ? x < y : a < b;
+  });
+  sorted_offsets_.push_back(0);
+  lcp_.reserve(sorted_ids_.size());
+  std::string_view prev;
+  for (int32_t id : sorted_ids_) {
+    std::string_view b = bytes(id);
+    size_t l = 0;
+    while (l < prev.size() && l < b.size() && prev[l] == b[l]) ++l;
+    lcp_.push_back(static_cast<int32_t>(l));
+    sorted_data_ += b;
+    sorted_offsets_.push_back(static_cast<uint32_t>(sorted_data_.size()));
+    max_token_bytes_ = std::max(max_token_bytes_, static_cast<int32_t>(b.size()));
+    prev = b;
+  }
+}
+
+}  // namespace textgen
