@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "engine/chat/assistant_output_parser.h"
+#include "engine/grammar/compiled_grammar.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/grammar_matcher.h"
 #include "nlohmann/json.hpp"
+#include "tests/engine/tokenizer/tokenizer_test_util.h"
 
 namespace textgen {
 namespace tool_call_grammar_test {
@@ -296,6 +298,50 @@ TEST_CASE("ToolCallMarkers lists the markup to look up in the vocabulary", "[too
   CHECK(ToolCallMarkers(ToolCallFormat::kHermes, ReasoningSyntax::kThinkTags) ==
         std::vector<std::string>{"<tool_call>", "</tool_call>", "<think>", "</think>"});
   CHECK(ToolCallMarkers(ToolCallFormat::kLlama3Json, ReasoningSyntax::kNone).empty());
+}
+
+TEST_CASE("markers as token elements match the model's own tokens (Qwen3's vocabulary)",
+          "[tool_call_grammar]") {
+  const Tokenizer& tok = testing::GgufTokenizer("vocab/ggml-vocab-qwen3.gguf");
+  ToolCallGrammarOptions o;
+  o.reasoning = ReasoningSyntax::kThinkTags;
+  for (const std::string& marker : ToolCallMarkers(ToolCallFormat::kHermes, o.reasoning)) {
+    const int32_t id = tok.TokenToId(marker);
+    INFO(marker);
+    REQUIRE(id >= 0);
+    o.marker_tokens[marker] = id;
+  }
+  const auto gbnf = ToolCallGrammar(ToolCallFormat::kHermes, Tools(), kRequired, o);
+  REQUIRE(gbnf.ok());
+  CHECK(gbnf->find("<[" + std::to_string(tok.TokenToId("<tool_call>")) + "]>") !=
+        std::string::npos);
+  auto compiled = CompiledGrammar::Compile(Compile(*gbnf), GrammarVocab::Create(tok));
+  REQUIRE(compiled.ok());
+  // The answer as the model writes it: the markers are single tokens.
+  const std::string answer =
+      "<think>\nTokyo time.\n</think>\n\n<tool_call>\n{\"name\": "
+      "\"get_local_time\", \"arguments\": " +
+      kT + "}\n</tool_call>";
+  const std::vector<int32_t> ids = tok.Encode(answer, false, /*parse_special=*/true);
+  CHECK(std::count(ids.begin(), ids.end(), tok.TokenToId("<tool_call>")) == 1);
+  GrammarMatcher m(*compiled);
+  for (int32_t id : ids) {
+    INFO("token " << id << " " << tok.TokenText(id));
+    REQUIRE(m.AcceptToken(id));
+  }
+  CHECK(m.CanEnd());
+  // Qwen3's markers are user-defined tokens, not control tokens: a grammar with the markers
+  // as text matches them too (control tokens, such as Mistral's [TOOL_CALLS], need <[id]>).
+  CHECK_FALSE(tok.IsControl(tok.TokenToId("<tool_call>")));
+  ToolCallGrammarOptions text_markers;
+  text_markers.reasoning = o.reasoning;
+  auto literal = CompiledGrammar::Compile(
+      Compile(*ToolCallGrammar(ToolCallFormat::kHermes, Tools(), kRequired, text_markers)),
+      GrammarVocab::Create(tok));
+  REQUIRE(literal.ok());
+  GrammarMatcher lm(*literal);
+  for (int32_t id : ids) REQUIRE(lm.AcceptToken(id));
+  CHECK(lm.CanEnd());
 }
 
 TEST_CASE("grammar errors name the field", "[tool_call_grammar]") {
