@@ -480,10 +480,12 @@ const ToolSpec* FindTool(const std::vector<ToolSpec>* tools, std::string_view na
   return nullptr;
 }
 
-// Whether a Qwen3-Coder parameter is written as text (a JSON string) rather than JSON.
-bool IsStringParameter(const ToolSpec* tool, const std::string& parameter) {
+}  // namespace
+
+bool XmlParameterIsText(const ToolSpec* tool, const std::string& parameter) {
   if (tool == nullptr) return false;
-  const nlohmann::json& props = tool->parameters.value("properties", nlohmann::json::object());
+  const nlohmann::ordered_json props =
+      tool->parameters.value("properties", nlohmann::ordered_json::object());
   if (!props.is_object()) return false;
   const auto p = props.find(parameter);
   if (p == props.end() || !p->is_object()) return false;
@@ -497,6 +499,8 @@ bool IsStringParameter(const ToolSpec* tool, const std::string& parameter) {
   }
   return false;
 }
+
+namespace {
 
 class QwenXmlReader : public BlockReader {
  public:
@@ -584,7 +588,7 @@ class QwenXmlReader : public BlockReader {
     first_parameter_ = false;
     AppendJsonEscaped(parameter_, &head);
     head += "\": ";
-    as_string_ = IsStringParameter(tool_, parameter_);
+    as_string_ = XmlParameterIsText(tool_, parameter_);
     if (as_string_) head += '"';
     sink.Arguments(head);
     value_.clear();

@@ -68,6 +68,11 @@ std::unique_ptr<BlockReader> MakeGenericJsonReader();
 // JSON text. `tools` gives the schemas; it must outlive the reader.
 std::unique_ptr<BlockReader> MakeQwenXmlReader(const std::vector<ToolSpec>* tools);
 
+// Whether a Qwen3-Coder parameter's value is text (its schema's type is or includes
+// "string"): written raw between the tags and turned into a JSON string. Other values are
+// JSON. `tool` may be null (an unknown tool: JSON).
+bool XmlParameterIsText(const ToolSpec* tool, const std::string& parameter);
+
 // Mistral's body after "[TOOL_CALLS]": f[ARGS]{...} or f[CALL_ID]id[ARGS]{...}.
 std::unique_ptr<BlockReader> MakeMistralArgsReader();
 

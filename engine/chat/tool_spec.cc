@@ -24,12 +24,16 @@ bool IsValidToolName(std::string_view name) {
 }
 
 absl::StatusOr<std::vector<ToolSpec>> ParseTools(const nlohmann::json& tools) {
+  return ParseTools(nlohmann::ordered_json(tools));
+}
+
+absl::StatusOr<std::vector<ToolSpec>> ParseTools(const nlohmann::ordered_json& tools) {
   if (!tools.is_array()) return FieldError("tools", "must be an array");
   std::vector<ToolSpec> specs;
   absl::flat_hash_set<std::string> names;
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string path = absl::StrCat("tools[", i, "]");
-    const nlohmann::json& tool = tools[i];
+    const nlohmann::ordered_json& tool = tools[i];
     if (!tool.is_object()) return FieldError(path, "must be an object");
     const auto type = tool.find("type");
     if (type == tool.end() || !type->is_string() || *type != "function") {
@@ -63,7 +67,7 @@ absl::StatusOr<std::vector<ToolSpec>> ParseTools(const nlohmann::json& tools) {
       }
       spec.parameters = *p;
     } else {
-      spec.parameters = {{"type", "object"}, {"properties", nlohmann::json::object()}};
+      spec.parameters = {{"type", "object"}, {"properties", nlohmann::ordered_json::object()}};
     }
     if (const auto s = function->find("strict");
         s != function->end() && !s->is_null() && !s->is_boolean()) {

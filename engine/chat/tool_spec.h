@@ -16,7 +16,9 @@ struct ToolSpec {
   std::string name;  // OpenAI's ^[a-zA-Z0-9_-]{1,64}$
   std::string description;
   // A JSON Schema object; {"type": "object", "properties": {}} when the request had none.
-  nlohmann::json parameters;
+  // Ordered: the grammar writes properties in the order of "properties" as the client sent it
+  // (when the tools came as ordered_json; nlohmann::json sorts keys).
+  nlohmann::ordered_json parameters;
 };
 
 enum class ToolChoiceMode {
@@ -39,6 +41,7 @@ bool IsValidToolName(std::string_view name);
 // ...") for anything else: not an array, a type other than "function", a missing, invalid or
 // repeated name, a description that is not a string, parameters that are not an object.
 // (Whether the parameters are a schema the grammar can express is checked by ToolCallGrammar.)
+absl::StatusOr<std::vector<ToolSpec>> ParseTools(const nlohmann::ordered_json& tools);
 absl::StatusOr<std::vector<ToolSpec>> ParseTools(const nlohmann::json& tools);
 
 // Validates `tool_choice`: "none", "auto", "required" or {"type": "function", "function":

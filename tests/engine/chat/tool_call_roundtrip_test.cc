@@ -11,6 +11,9 @@
 #include "engine/chat/assistant_output_parser.h"
 #include "engine/chat/chat_template.h"
 #include "engine/chat/tool_call_format.h"
+#include "engine/chat/tool_call_grammar.h"
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/grammar_matcher.h"
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"
 
@@ -162,13 +165,25 @@ TEST_CASE("parsed calls render through each family's template as the originals d
       options.reasoning = syntax.reasoning;
       options.starts_in_reasoning =
           PromptOpensReasoning(with_turn->substr(0, header_end), syntax.reasoning);
-      const auto tools = ParseTools(nlohmann::json(conv["tools"]));
+      const auto tools = ParseTools(conv["tools"]);
       REQUIRE(tools.ok());
       options.tools = *tools;
       options.id_seed = 1;
       const AssistantMessage parsed = AssistantOutputParser::ParseWhole(options, answer);
 
       CHECK(parsed.content == "");
+      // The forced-call grammar accepts what the template renders.
+      ToolCallGrammarOptions grammar_options;
+      grammar_options.reasoning = options.reasoning;
+      grammar_options.starts_in_reasoning = options.starts_in_reasoning;
+      const auto gbnf = ToolCallGrammar(syntax.tool_format, conv["tools"],
+                                        {ToolChoiceMode::kRequired, ""}, grammar_options);
+      REQUIRE(gbnf.ok());
+      const auto grammar = ParseGbnf(*gbnf);
+      REQUIRE(grammar.ok());
+      GrammarMatcher matcher(*grammar);
+      CHECK(matcher.AcceptString(answer));
+      CHECK(matcher.CanEnd());
       REQUIRE(parsed.tool_calls.size() == original["tool_calls"].size());
       ordered_json back = parsed.ToOpenAiMessage(/*arguments_as_objects=*/true);
       for (size_t i = 0; i < parsed.tool_calls.size(); ++i) {
