@@ -47,8 +47,8 @@ void AppendEscapedCodePoint(uint32_t cp, std::string& out) {
 }
 
 void AppendClassMember(uint32_t cp, std::string& out) {
-  const bool plain = cp >= 0x20 && cp < 0x7F && cp != '\\' && cp != ']' && cp != '[' &&
-                     cp != '-' && cp != '^' && cp != '"';
+  const bool plain = cp >= 0x20 && cp < 0x7F && cp != '\\' && cp != ']' && cp != '[' && cp != '-' &&
+                     cp != '^' && cp != '"';
   if (plain) {
     out += static_cast<char>(cp);
   } else {
@@ -61,8 +61,8 @@ void AppendClassMember(uint32_t cp, std::string& out) {
 bool IsGbnfName(std::string_view name) {
   if (name.empty()) return false;
   for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -245,9 +245,8 @@ GbnfBuilder::Expr GbnfBuilder::Repeat(Expr e, int64_t min, int64_t max) {
 
 int GbnfBuilder::NewRule(std::string_view hint, std::string origin) {
   if (status_.ok() && static_cast<int64_t>(rules_.size()) >= limits_.max_rules) {
-    Fail(absl::InvalidArgumentError(
-        absl::StrCat("schema too complex: the grammar needs more than ", limits_.max_rules,
-                     " rules")));
+    Fail(absl::InvalidArgumentError(absl::StrCat("schema too complex: the grammar needs more than ",
+                                                 limits_.max_rules, " rules")));
   }
   const std::string base = root_name_ + "-" + SanitizeHint(hint);
   std::string name = base;
@@ -262,9 +261,9 @@ void GbnfBuilder::Define(int rule, Expr body) {
   rules_[rule].body = body;
   total_size_ = SatAdd(total_size_, nodes_[body].weight);
   if (total_size_ > limits_.max_size) {
-    Fail(absl::InvalidArgumentError(
-        absl::StrCat("schema too complex: the grammar exceeds ", limits_.max_size,
-                     " elements (repetition counts multiply)")));
+    Fail(absl::InvalidArgumentError(absl::StrCat("schema too complex: the grammar exceeds ",
+                                                 limits_.max_size,
+                                                 " elements (repetition counts multiply)")));
   }
   CheckDeadline();
 }

@@ -85,9 +85,9 @@ class GbnfBuilder {
   enum class Kind : uint8_t { kNever, kEmpty, kLiteral, kChars, kSeq, kAlt, kRepeat, kRef };
   struct Node {
     Kind kind;
-    std::string literal;    // kLiteral
-    CodePointSet chars;     // kChars
-    std::vector<Expr> kids;  // kSeq, kAlt; kRepeat: one
+    std::string literal;       // kLiteral
+    CodePointSet chars;        // kChars
+    std::vector<Expr> kids;    // kSeq, kAlt; kRepeat: one
     int64_t min = 0, max = 0;  // kRepeat
     int rule = -1;             // kRef
     int64_t weight = 1;

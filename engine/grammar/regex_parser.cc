@@ -14,9 +14,7 @@ constexpr int kMaxDepth = 256;
 constexpr int64_t kMaxCount = 1000000;
 
 bool IsDigit(uint32_t c) { return c >= '0' && c <= '9'; }
-bool IsHex(uint32_t c) {
-  return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+bool IsHex(uint32_t c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 uint32_t HexValue(uint32_t c) {
   return IsDigit(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : c - 'A' + 10;
 }
@@ -298,7 +296,8 @@ class Parser {
     ++pos_;  // '\'
     if (AtEnd()) return Error("\\ at the end of the pattern");
     const uint32_t c = Peek();
-    if (c < 0x80 && std::string_view("dDwWsS").find(static_cast<char>(c)) != std::string_view::npos) {
+    if (c < 0x80 &&
+        std::string_view("dDwWsS").find(static_cast<char>(c)) != std::string_view::npos) {
       ++pos_;
       return CharsNode(NarrowClassEscape(static_cast<char>(c)));
     }
@@ -321,7 +320,8 @@ class Parser {
     }
     if (AtEnd()) return Error("unterminated character class");
     const uint32_t e = Peek();
-    if (e < 0x80 && std::string_view("dDwWsS").find(static_cast<char>(e)) != std::string_view::npos) {
+    if (e < 0x80 &&
+        std::string_view("dDwWsS").find(static_cast<char>(e)) != std::string_view::npos) {
       ++pos_;
       is_set = true;
       set_kind = static_cast<char>(e);

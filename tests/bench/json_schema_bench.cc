@@ -7,11 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/format/gguf_file.h"
 #include "engine/grammar/compiled_grammar.h"
@@ -76,8 +75,9 @@ int main(int argc, char** argv) {
     vocab = GrammarVocab::Create(**tok);
   }
   if (!print) {
-    std::printf("| schema | convert ms | parse ms | compile ms | total ms | rules | GBNF bytes |\n"
-                "|---|---:|---:|---:|---:|---:|---:|\n");
+    std::printf(
+        "| schema | convert ms | parse ms | compile ms | total ms | rules | GBNF bytes |\n"
+        "|---|---:|---:|---:|---:|---:|---:|\n");
   }
   for (const std::string& file : files) {
     std::ifstream in(file);

@@ -1,12 +1,12 @@
 // Regex -> GBNF: the grammar accepts exactly the texts the whole of which the pattern matches;
 // unsupported features are refused by name with their offset.
-#include <catch2/catch.hpp>
+#include "engine/grammar/regex_to_gbnf.h"
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include "engine/grammar/regex_to_gbnf.h"
 #include "tests/engine/grammar/grammar_test_util.h"
 
 namespace textgen {
@@ -39,7 +39,13 @@ std::string Error(const std::string& pattern) {
 TEST_CASE("regex: literals, dot, alternation, groups", "[grammar][regex]") {
   Check("abc", {"abc"}, {"ab", "abcd", ""});
   Check("^abc$", {"abc"}, {"xabc"});
-  Check("a.c", {"abc", "a c", "a\xC3\xA9" "c"}, {"a\nc", "a\rc", "ac", "a\xE2\x80\xA8" "c"});
+  Check("a.c",
+        {"abc", "a c",
+         "a\xC3\xA9"
+         "c"},
+        {"a\nc", "a\rc", "ac",
+         "a\xE2\x80\xA8"
+         "c"});
   Check("cat|dog|", {"cat", "dog", ""}, {"catdog"});
   Check("^A|B|C|D$", {"A", "B", "D"}, {"AB", ""});
   Check("(ab|cd)e", {"abe", "cde"}, {"ab", "ce"});
@@ -64,8 +70,11 @@ TEST_CASE("regex: classes and escapes", "[grammar][regex]") {
   Check("[-a]", {"-", "a"}, {"b"});
   Check("[a-]", {"-", "a"}, {"b"});
   Check("[\\]\\\\\\-^]", {"]", "\\", "-", "^"}, {"a"});
-  Check("\\d\\w\\s", {"0a ", "9_\t", "5Z\xC2\xA0"}, {"aa ", "0- ", "\xD9\xA3" "a "});
-  Check("\\D\\W\\S", {"a-x", "\xC3\xA9 ." }, {"1-x", "aax", "a- ", "\xD9\xA3-x"});
+  Check("\\d\\w\\s", {"0a ", "9_\t", "5Z\xC2\xA0"},
+        {"aa ", "0- ",
+         "\xD9\xA3"
+         "a "});
+  Check("\\D\\W\\S", {"a-x", "\xC3\xA9 ."}, {"1-x", "aax", "a- ", "\xD9\xA3-x"});
   Check("[\\d.]+", {"1.5"}, {"a"});
   Check("[^\\d\\s]", {"a", "\xC3\xA9"}, {"1", " ", "\xD9\xA3"});
   Check("\\t\\n\\r\\v\\f\\0", {std::string("\t\n\r\v\f\0", 6)}, {"tnrvf0"});
@@ -92,16 +101,20 @@ TEST_CASE("regex: unsupported features are refused by name", "[grammar][regex]")
       {"(?i)a", "unsupported regex feature at offset 0: inline flags or group extension (?...)"},
       {"(?P<x>a)", "unsupported regex feature at offset 0: Python-style named group (?P...)"},
       {"\\p{L}", "unsupported regex feature at offset 1: Unicode property escape \\p or \\P"},
-      {"a^b", "unsupported regex feature at offset 1: anchor ^ anywhere but the start of the pattern"},
-      {"a$b", "unsupported regex feature at offset 1: anchor $ anywhere but the end of the pattern"},
-      {"(^a)", "unsupported regex feature at offset 1: anchor ^ anywhere but the start of the pattern"},
+      {"a^b",
+       "unsupported regex feature at offset 1: anchor ^ anywhere but the start of the pattern"},
+      {"a$b",
+       "unsupported regex feature at offset 1: anchor $ anywhere but the end of the pattern"},
+      {"(^a)",
+       "unsupported regex feature at offset 1: anchor ^ anywhere but the start of the pattern"},
       {"\\a", "unsupported regex feature at offset 1: escape \\a"},
       {"\\x4", "unsupported regex feature at offset 1: \\x without two hex digits"},
       {"\\u{41}", "unsupported regex feature at offset 1: \\u{...} escape"},
       {"\\ud83d", "unsupported regex feature at offset 1: surrogate escape \\uD800-\\uDFFF"},
       {"\\01", "unsupported regex feature at offset 1: octal escape"},
-      {"[]a]", "unsupported regex feature at offset 1: a class starting with ] ([] and [^] differ "
-               "between dialects)"},
+      {"[]a]",
+       "unsupported regex feature at offset 1: a class starting with ] ([] and [^] differ "
+       "between dialects)"},
       {"[\\d-z]", "unsupported regex feature at offset 5: a class escape as a range end"},
       {"a{,5}", "unsupported regex feature at offset 1: the quantifier {,n}"},
       {"*a", "invalid regex at offset 0: nothing to repeat"},
