@@ -16,6 +16,9 @@ if [ "${1:-}" != "--build-only" ]; then
   PKGS+=(
     nginx-light   # the load-balancer test runs docker/nginx/textgen.conf (/usr/sbin/nginx)
     python3-yaml  # the k8s manifest test parses docker/k8s/*.yaml
+    # The JSON Schema suite validates every generated document with an independent validator
+    # (tests/engine/grammar/validate_json.py).
+    python3-jsonschema
     # The Python client example (client/python/chat_example.py) and its test: gRPC and
     # protobuf for /usr/bin/python3; its modules are generated with protoc and
     # grpc_python_plugin (protobuf-compiler, protobuf-compiler-grpc, already above).

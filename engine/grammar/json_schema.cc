@@ -41,8 +41,8 @@ absl::Status CheckNesting(const J& doc) {
     auto [j, depth] = stack.back();
     stack.pop_back();
     if (depth > kMaxJsonNesting) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "schema too complex: JSON nested deeper than ", kMaxJsonNesting, " levels"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("schema too complex: JSON nested deeper than ", kMaxJsonNesting, " levels"));
     }
     if (j->is_structured()) {
       for (const auto& item : *j) stack.emplace_back(&item, depth + 1);
@@ -54,8 +54,10 @@ absl::Status CheckNesting(const J& doc) {
 absl::StatusOr<bool> GrammarAccepts(const std::string& gbnf, const std::string& text) {
   auto grammar = ParseGbnf(gbnf);
   if (!grammar.ok()) {
-    return absl::InternalError(absl::StrCat("JSON Schema conversion made a grammar that does not "
-                                            "parse: ", grammar.status().message()));
+    return absl::InternalError(
+        absl::StrCat("JSON Schema conversion made a grammar that does not "
+                     "parse: ",
+                     grammar.status().message()));
   }
   GrammarMatcher matcher(*grammar);
   return matcher.AcceptString(text) && matcher.CanEnd();
@@ -73,8 +75,7 @@ absl::StatusOr<JsonSchemaGrammar> ConvertJsonSchema(const nlohmann::ordered_json
   }
   TG_RETURN_IF_ERROR(CheckNesting(schema));
   json_schema_internal::SchemaConverter converter(schema, std::string(root_name), options,
-                                                  absl::Now() + options.time_limit,
-                                                  GrammarAccepts);
+                                                  absl::Now() + options.time_limit, GrammarAccepts);
   try {
     return converter.Run();
   } catch (const nlohmann::json::exception& e) {  // a keyword of a type the checks missed

@@ -54,12 +54,11 @@
 #define TEXTGEN_ENGINE_GRAMMAR_JSON_SCHEMA_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -72,8 +71,8 @@ struct JsonSchemaOptions {
   int max_integer_digits = 16;   // 1..64
   int max_fraction_digits = 16;  // 0..64 (0: no fractions)
   int max_exponent_digits = 2;   // 0..4 (0: no exponents)
-  int max_rules = 5000;        // the engine's own limit (20000) also counts groups it creates
-  int64_t max_size = 200000;   // about automaton nodes (the engine's limit is 500000)
+  int max_rules = 5000;          // the engine's own limit (20000) also counts groups it creates
+  int64_t max_size = 200000;     // about automaton nodes (the engine's limit is 500000)
   int max_enum_values = 4096;
   int max_depth = 128;  // nested subschemas being converted at once (and JSON nesting)
   absl::Duration time_limit = absl::Seconds(1);

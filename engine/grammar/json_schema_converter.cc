@@ -17,25 +17,38 @@ namespace {
 // Keywords that only annotate (or hold subschemas used elsewhere): ignored.
 const absl::flat_hash_set<std::string>& Ignored() {
   static const auto* set = new absl::flat_hash_set<std::string>{
-      "title",   "description", "default",    "examples",       "$schema",
-      "$id",     "id",          "$comment",   "deprecated",     "readOnly",
-      "writeOnly", "$anchor",   "$dynamicAnchor", "$recursiveAnchor", "$vocabulary",
-      "$defs",   "definitions"};
+      "title",     "description", "default",        "examples",         "$schema",
+      "$id",       "id",          "$comment",       "deprecated",       "readOnly",
+      "writeOnly", "$anchor",     "$dynamicAnchor", "$recursiveAnchor", "$vocabulary",
+      "$defs",     "definitions"};
   return *set;
 }
 // JSON Schema keywords that constrain and are not supported.
 const absl::flat_hash_set<std::string>& Refused() {
-  static const auto* set = new absl::flat_hash_set<std::string>{
-      "multipleOf",      "not",              "if",
-      "then",            "else",             "dependentRequired",
-      "dependentSchemas", "dependencies",    "patternProperties",
-      "contains",        "minContains",      "maxContains",
-      "unevaluatedProperties", "unevaluatedItems", "contentEncoding",
-      "contentMediaType", "contentSchema",   "$dynamicRef",
-      "$recursiveRef"};
+  static const auto* set = new absl::flat_hash_set<std::string>{"multipleOf",
+                                                                "not",
+                                                                "if",
+                                                                "then",
+                                                                "else",
+                                                                "dependentRequired",
+                                                                "dependentSchemas",
+                                                                "dependencies",
+                                                                "patternProperties",
+                                                                "contains",
+                                                                "minContains",
+                                                                "maxContains",
+                                                                "unevaluatedProperties",
+                                                                "unevaluatedItems",
+                                                                "contentEncoding",
+                                                                "contentMediaType",
+                                                                "contentSchema",
+                                                                "$dynamicRef",
+                                                                "$recursiveRef"};
   return *set;
 }
-std::string Child(const std::string& ptr, size_t index) { return ptr + "/" + std::to_string(index); }
+std::string Child(const std::string& ptr, size_t index) {
+  return ptr + "/" + std::to_string(index);
+}
 
 absl::Status Invalid(std::string_view what, std::string_view ptr) {
   return absl::InvalidArgumentError(
@@ -60,7 +73,8 @@ bool IsNonNegativeInteger(const Json& v) {
 }
 int64_t AsCount(const Json& v) {
   if (v.is_number_float()) return static_cast<int64_t>(std::min(v.get<double>(), 9e18));
-  if (v.is_number_unsigned()) return static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX));
+  if (v.is_number_unsigned())
+    return static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX));
   return v.get<int64_t>();
 }
 
@@ -83,11 +97,27 @@ uint8_t TypeMask(const Json& type) {
 }
 
 bool ValueConstraintKeyword(std::string_view key) {
-  static const auto* set = new absl::flat_hash_set<std::string>{
-      "properties", "required", "additionalProperties", "propertyNames", "minProperties",
-      "maxProperties", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
-      "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-      "exclusiveMaximum", "anyOf", "oneOf"};
+  static const auto* set = new absl::flat_hash_set<std::string>{"properties",
+                                                                "required",
+                                                                "additionalProperties",
+                                                                "propertyNames",
+                                                                "minProperties",
+                                                                "maxProperties",
+                                                                "items",
+                                                                "prefixItems",
+                                                                "additionalItems",
+                                                                "minItems",
+                                                                "maxItems",
+                                                                "minLength",
+                                                                "maxLength",
+                                                                "pattern",
+                                                                "format",
+                                                                "minimum",
+                                                                "maximum",
+                                                                "exclusiveMinimum",
+                                                                "exclusiveMaximum",
+                                                                "anyOf",
+                                                                "oneOf"};
   return set->contains(std::string(key));
 }
 
@@ -183,16 +213,15 @@ SchemaConverter::SchemaConverter(const Json& doc, std::string root_name,
       deadline_(deadline),
       accepts_(std::move(accepts)),
       nesting_(nesting),
-      b_(std::move(root_name),
-         BuildLimits{options.max_rules, options.max_size, deadline}),
+      b_(std::move(root_name), BuildLimits{options.max_rules, options.max_size, deadline}),
       pieces_(b_, options_) {}
 
 absl::StatusOr<const Json*> SchemaConverter::At(const std::string& ptr) const {
   try {
     return &doc_.at(Json::json_pointer(ptr));
   } catch (const nlohmann::json::exception&) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid JSON Schema: no schema at ",
-                                                   PointerForMessage(ptr)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid JSON Schema: no schema at ", PointerForMessage(ptr)));
   }
 }
 
@@ -236,8 +265,9 @@ absl::Status SchemaConverter::CheckKeywords(const std::string& ptr) {
           for (size_t j = 0; j < i; ++j) ok = ok && value[i] != value[j];
         }
       }
-      TG_RETURN_IF_ERROR(must(ok, "a type name (null, boolean, object, array, string, "
-                                  "integer, number) or a list of distinct ones"));
+      TG_RETURN_IF_ERROR(must(ok,
+                              "a type name (null, boolean, object, array, string, "
+                              "integer, number) or a list of distinct ones"));
     } else if (key == "enum") {
       TG_RETURN_IF_ERROR(must(value.is_array() && !value.empty(), "a non-empty array"));
       if (static_cast<int64_t>(value.size()) > options_.max_enum_values) {
@@ -279,21 +309,21 @@ absl::Status SchemaConverter::CheckKeywords(const std::string& ptr) {
             "\" (supported: date, time, date-time, email, uuid, ipv4, ipv6, hostname)"));
       }
     } else if (key == "minimum" || key == "maximum") {
-      TG_RETURN_IF_ERROR(must(value.is_number() && std::isfinite(value.get<double>()),
-                              "a finite number"));
+      TG_RETURN_IF_ERROR(
+          must(value.is_number() && std::isfinite(value.get<double>()), "a finite number"));
     } else if (key == "exclusiveMinimum" || key == "exclusiveMaximum") {
-      TG_RETURN_IF_ERROR(must(value.is_boolean() ||
-                                  (value.is_number() && std::isfinite(value.get<double>())),
-                              "a finite number"));
+      TG_RETURN_IF_ERROR(
+          must(value.is_boolean() || (value.is_number() && std::isfinite(value.get<double>())),
+               "a finite number"));
     } else if (key == "uniqueItems") {
       TG_RETURN_IF_ERROR(must(value.is_boolean(), "a boolean"));
       if (value.get<bool>()) return UnsupportedKeyword(key, ptr);
     }
   }
   int64_t lo, hi;
-  for (auto [min_key, max_key] : {std::pair{"minLength", "maxLength"},
-                                  std::pair{"minItems", "maxItems"},
-                                  std::pair{"minProperties", "maxProperties"}}) {
+  for (auto [min_key, max_key] :
+       {std::pair{"minLength", "maxLength"}, std::pair{"minItems", "maxItems"},
+        std::pair{"minProperties", "maxProperties"}}) {
     TG_RETURN_IF_ERROR(count(min_key, lo));
     TG_RETURN_IF_ERROR(count(max_key, hi));
     if (lo >= 0 && hi >= 0 && lo > hi) {
@@ -331,7 +361,7 @@ absl::StatusOr<std::string> SchemaConverter::ResolveRef(const std::string& ptr,
   std::string pointer;
   for (size_t i = 1; i < target.size(); ++i) {
     const auto hex = [](char c) {
-      return (c >= '0' && c <= '9') ? c - '0'
+      return (c >= '0' && c <= '9')   ? c - '0'
              : (c >= 'a' && c <= 'f') ? c - 'a' + 10
              : (c >= 'A' && c <= 'F') ? c - 'A' + 10
                                       : -1;
@@ -360,9 +390,9 @@ absl::Status SchemaConverter::FlattenInto(const std::string& ptr, Conj& conj,
     return Invalid("circular $ref or allOf (a schema that is its own conjunct)", ptr);
   }
   if (static_cast<int>(chain.size()) > options_.max_depth) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "schema too complex: $ref / allOf chains deeper than ", options_.max_depth, " at ",
-        PointerForMessage(ptr)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("schema too complex: $ref / allOf chains deeper than ", options_.max_depth,
+                     " at ", PointerForMessage(ptr)));
   }
   TG_RETURN_IF_ERROR(CheckKeywords(ptr));
   TG_ASSIGN_OR_RETURN(const Json* schema, At(ptr));
@@ -378,11 +408,10 @@ absl::Status SchemaConverter::FlattenInto(const std::string& ptr, Conj& conj,
   }
   // A schema of nothing but $ref / allOf and annotations adds no part of its own, so that
   // conjunctions reached through different references are one rule.
-  const bool trivial = std::all_of(schema->items().begin(), schema->items().end(),
-                                   [](const auto& kv) {
-                                     return kv.key() == "$ref" || kv.key() == "allOf" ||
-                                            Ignored().contains(kv.key());
-                                   });
+  const bool trivial =
+      std::all_of(schema->items().begin(), schema->items().end(), [](const auto& kv) {
+        return kv.key() == "$ref" || kv.key() == "allOf" || Ignored().contains(kv.key());
+      });
   if (!trivial) conj.parts.push_back(Part{ptr, 0});
   chain.push_back(ptr);
   if (auto ref = schema->find("$ref"); ref != schema->end()) {

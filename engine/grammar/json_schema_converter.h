@@ -11,12 +11,11 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -97,11 +96,11 @@ class SchemaConverter {
 
   // Conversion (json_schema_converter.cc).
   absl::StatusOr<JsonSchemaGrammar> RunConj(const Conj& conj, uint8_t types);
-  absl::StatusOr<Expr> Convert(const Conj& conj, uint8_t types, std::string_view hint,
-                               int depth, int rule = -1);
+  absl::StatusOr<Expr> Convert(const Conj& conj, uint8_t types, std::string_view hint, int depth,
+                               int rule = -1);
   absl::StatusOr<Expr> ConvertBody(const Conj& conj, uint8_t types, int depth);
-  absl::StatusOr<Expr> Distribute(const Conj& conj, size_t part, const char* keyword,
-                                  uint8_t types, int depth);
+  absl::StatusOr<Expr> Distribute(const Conj& conj, size_t part, const char* keyword, uint8_t types,
+                                  int depth);
   absl::StatusOr<Expr> EnumExpr(const Conj& conj, uint8_t types, int depth);
   // Which of `texts` the grammar of (conj, types) accepts.
   absl::StatusOr<std::vector<bool>> Accepts(const Conj& conj, uint8_t types,
@@ -140,10 +139,10 @@ class SchemaConverter {
   int nesting_;  // sub-converters (enum filters) inside sub-converters
   GbnfBuilder b_;
   JsonPieces pieces_;
-  absl::flat_hash_map<std::string, Expr> memo_;       // Key(conj, types) -> rule reference
+  absl::flat_hash_map<std::string, Expr> memo_;  // Key(conj, types) -> rule reference
   // Schemas whose keywords were checked, by pointer.
   absl::flat_hash_map<std::string, const Json*> schemas_;
-  std::string empty_reason_;                          // the first contradiction seen
+  std::string empty_reason_;  // the first contradiction seen
 };
 
 }  // namespace textgen::json_schema_internal

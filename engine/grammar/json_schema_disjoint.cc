@@ -20,12 +20,13 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
 
 bool SchemaConverter::Summary::Forbids(const std::string& name) const {
   if (Contains(false_properties, name)) return true;
-  return std::any_of(closed.begin(), closed.end(),
-                     [&](const std::vector<std::string>& allowed) { return !Contains(allowed, name); });
+  return std::any_of(closed.begin(), closed.end(), [&](const std::vector<std::string>& allowed) {
+    return !Contains(allowed, name);
+  });
 }
 
-absl::StatusOr<SchemaConverter::Summary> SchemaConverter::Summarize(const Conj& conj,
-                                                                    uint8_t types, int depth) {
+absl::StatusOr<SchemaConverter::Summary> SchemaConverter::Summarize(const Conj& conj, uint8_t types,
+                                                                    int depth) {
   (void)depth;
   Summary s;
   s.conj = conj;
@@ -51,7 +52,8 @@ absl::StatusOr<SchemaConverter::Summary> SchemaConverter::Summarize(const Conj& 
       if (v == nullptr || !v->is_number()) return;
       const double d = v->get<double>();
       if (lower && (d > s.min || (d == s.min && exclusive))) s.min = d, s.min_exclusive = exclusive;
-      if (!lower && (d < s.max || (d == s.max && exclusive))) s.max = d, s.max_exclusive = exclusive;
+      if (!lower && (d < s.max || (d == s.max && exclusive)))
+        s.max = d, s.max_exclusive = exclusive;
     };
     const Json* xmin = Keyword(p, "exclusiveMinimum");
     const Json* xmax = Keyword(p, "exclusiveMaximum");

@@ -8,8 +8,8 @@
 namespace textgen::json_schema_internal {
 namespace {
 
-constexpr std::string_view kFormats[] = {"date", "time",     "date-time", "email",
-                                         "uuid", "ipv4",     "ipv6",      "hostname"};
+constexpr std::string_view kFormats[] = {"date", "time", "date-time", "email",
+                                         "uuid", "ipv4", "ipv6",      "hostname"};
 
 }  // namespace
 
@@ -36,8 +36,8 @@ Expr JsonPieces::Format(std::string_view name) {
 Expr JsonPieces::BuildDate() {
   const Expr d = Digit();
   const Expr nz = Digit('1', '9');
-  const Expr year = b_.Alt({b_.Seq({d, d, d, nz}), b_.Seq({d, d, nz, d}), b_.Seq({d, nz, d, d}),
-                            b_.Seq({nz, d, d, d})});
+  const Expr year = b_.Alt(
+      {b_.Seq({d, d, d, nz}), b_.Seq({d, d, nz, d}), b_.Seq({d, nz, d, d}), b_.Seq({nz, d, d, d})});
   const Expr day28 = b_.Alt({b_.Seq({b_.Literal("0"), nz}), b_.Seq({b_.Literal("1"), d}),
                              b_.Seq({b_.Literal("2"), Digit('0', '8')})});
   const Expr day30 = b_.Alt({day28, b_.Literal("29"), b_.Literal("30")});
@@ -62,18 +62,18 @@ Expr JsonPieces::BuildDate() {
   const Expr mult4_not0 = b_.Alt({b_.Seq({b_.Chars(evens), b_.Chars(x48)}),
                                   b_.Seq({b_.Chars(nonzero_evens), b_.Literal("0")}),
                                   b_.Seq({b_.Chars(odds), b_.Chars(x26)})});
-  const Expr century = b_.Alt({b_.Seq({b_.Chars(nonzero_evens), b_.Chars(x048)}),
-                               b_.Seq({b_.Literal("0"), b_.Chars(x48)}),
-                               b_.Seq({b_.Chars(odds), b_.Chars(x26)})});
+  const Expr century =
+      b_.Alt({b_.Seq({b_.Chars(nonzero_evens), b_.Chars(x048)}),
+              b_.Seq({b_.Literal("0"), b_.Chars(x48)}), b_.Seq({b_.Chars(odds), b_.Chars(x26)})});
   const Expr leap_year = b_.Alt({b_.Seq({d, d, mult4_not0}), b_.Seq({century, b_.Literal("00")})});
-  return b_.Alt({b_.Seq({year, b_.Literal("-"), month_day}),
-                 b_.Seq({leap_year, b_.Literal("-02-29")})});
+  return b_.Alt(
+      {b_.Seq({year, b_.Literal("-"), month_day}), b_.Seq({leap_year, b_.Literal("-02-29")})});
 }
 
 // full-time: HH:MM:SS[.fraction] and Z or a numeric offset.
 Expr JsonPieces::BuildTime() {
-  const Expr hour = b_.Alt({b_.Seq({Digit('0', '1'), Digit()}), b_.Seq({b_.Literal("2"),
-                                                                        Digit('0', '3')})});
+  const Expr hour =
+      b_.Alt({b_.Seq({Digit('0', '1'), Digit()}), b_.Seq({b_.Literal("2"), Digit('0', '3')})});
   const Expr sixty = b_.Seq({Digit('0', '5'), Digit()});
   CodePointSet sign;
   sign.Add('+', '+');
@@ -115,10 +115,9 @@ Expr JsonPieces::BuildIpv6() {
   for (int left = 0; left <= 7; ++left) {
     const int right_max = 7 - left;
     const Expr right =
-        right_max == 0
-            ? b_.Empty()
-            : b_.Optional(b_.Seq({h16, b_.Repeat(b_.Seq({b_.Literal(":"), h16}), 0,
-                                                  right_max - 1)}));
+        right_max == 0 ? b_.Empty()
+                       : b_.Optional(b_.Seq(
+                             {h16, b_.Repeat(b_.Seq({b_.Literal(":"), h16}), 0, right_max - 1)}));
     forms.push_back(b_.Seq({left == 0 ? b_.Empty() : groups(left), b_.Literal("::"), right}));
   }
   return b_.Alt(std::move(forms));
@@ -132,9 +131,8 @@ Expr JsonPieces::BuildHostname() {
   alnum.Add('A', 'Z');
   CodePointSet inner = alnum;
   inner.Add('-', '-');
-  const Expr label = b_.Seq({b_.Chars(alnum),
-                             b_.Optional(b_.Seq({b_.Repeat(b_.Chars(inner), 0, 60),
-                                                 b_.Chars(alnum)}))});
+  const Expr label = b_.Seq(
+      {b_.Chars(alnum), b_.Optional(b_.Seq({b_.Repeat(b_.Chars(inner), 0, 60), b_.Chars(alnum)}))});
   return b_.Seq({label, b_.Repeat(b_.Seq({b_.Literal("."), label}), 0, 3)});
 }
 

@@ -47,8 +47,8 @@ void AppendEscapedCodePoint(uint32_t cp, std::string& out) {
 }
 
 void AppendClassMember(uint32_t cp, std::string& out) {
-  const bool plain = cp >= 0x20 && cp < 0x7F && cp != '\\' && cp != ']' && cp != '[' &&
-                     cp != '-' && cp != '^' && cp != '"';
+  const bool plain = cp >= 0x20 && cp < 0x7F && cp != '\\' && cp != ']' && cp != '[' && cp != '-' &&
+                     cp != '^' && cp != '"';
   if (plain) {
     out += static_cast<char>(cp);
   } else {
@@ -61,8 +61,8 @@ void AppendClassMember(uint32_t cp, std::string& out) {
 bool IsGbnfName(std::string_view name) {
   if (name.empty()) return false;
   for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -112,8 +112,8 @@ std::string GbnfCharClass(const CodePointSet& set) {
 
 GbnfBuilder::GbnfBuilder(std::string root_name, BuildLimits limits)
     : root_name_(std::move(root_name)), limits_(limits) {
-  nodes_.push_back(Node{Kind::kNever});
-  nodes_.push_back(Node{Kind::kEmpty});
+  nodes_.push_back(MakeNode(Kind::kNever));
+  nodes_.push_back(MakeNode(Kind::kEmpty));
   rules_.push_back(Rule{root_name_, "the root", -1});
   names_.insert(root_name_);
 }
@@ -147,7 +147,7 @@ GbnfBuilder::Expr GbnfBuilder::Literal(std::string_view utf8) {
   if (!status_.ok()) return kNeverExpr;
   auto it = literals_.find(std::string(utf8));
   if (it != literals_.end()) return it->second;
-  Node node{Kind::kLiteral};
+  Node node = MakeNode(Kind::kLiteral);
   node.literal = std::string(utf8);
   node.weight = static_cast<int64_t>(utf8.size());
   const Expr e = Add(std::move(node));
@@ -159,7 +159,7 @@ GbnfBuilder::Expr GbnfBuilder::Chars(const CodePointSet& set) {
   if (set.empty() || !status_.ok()) return kNeverExpr;
   auto it = char_sets_.find(set.ranges());
   if (it != char_sets_.end()) return it->second;
-  Node node{Kind::kChars};
+  Node node = MakeNode(Kind::kChars);
   node.chars = set;
   node.weight = static_cast<int64_t>(set.ranges().size()) + 4;
   const Expr e = Add(std::move(node));
@@ -200,7 +200,7 @@ GbnfBuilder::Expr GbnfBuilder::Seq(std::vector<Expr> items) {
   flush();
   if (flat.empty()) return kEmptyExpr;
   if (flat.size() == 1) return flat[0];
-  Node node{Kind::kSeq};
+  Node node = MakeNode(Kind::kSeq);
   node.weight = 0;
   for (Expr e : flat) node.weight = SatAdd(node.weight, nodes_[e].weight);
   node.kids = std::move(flat);
@@ -223,7 +223,7 @@ GbnfBuilder::Expr GbnfBuilder::Alt(std::vector<Expr> items) {
   }
   if (flat.empty()) return kNeverExpr;
   if (flat.size() == 1) return flat[0];
-  Node node{Kind::kAlt};
+  Node node = MakeNode(Kind::kAlt);
   for (Expr e : flat) node.weight = SatAdd(node.weight, nodes_[e].weight);
   node.kids = std::move(flat);
   return Add(std::move(node));
@@ -235,7 +235,7 @@ GbnfBuilder::Expr GbnfBuilder::Repeat(Expr e, int64_t min, int64_t max) {
   if (e == kNeverExpr) return min == 0 ? kEmptyExpr : kNeverExpr;
   if (e == kEmptyExpr || max == 0) return kEmptyExpr;
   if (min == 1 && max == 1) return e;
-  Node node{Kind::kRepeat};
+  Node node = MakeNode(Kind::kRepeat);
   node.kids = {e};
   node.min = min;
   node.max = max;
@@ -245,9 +245,8 @@ GbnfBuilder::Expr GbnfBuilder::Repeat(Expr e, int64_t min, int64_t max) {
 
 int GbnfBuilder::NewRule(std::string_view hint, std::string origin) {
   if (status_.ok() && static_cast<int64_t>(rules_.size()) >= limits_.max_rules) {
-    Fail(absl::InvalidArgumentError(
-        absl::StrCat("schema too complex: the grammar needs more than ", limits_.max_rules,
-                     " rules")));
+    Fail(absl::InvalidArgumentError(absl::StrCat("schema too complex: the grammar needs more than ",
+                                                 limits_.max_rules, " rules")));
   }
   const std::string base = root_name_ + "-" + SanitizeHint(hint);
   std::string name = base;
@@ -262,15 +261,15 @@ void GbnfBuilder::Define(int rule, Expr body) {
   rules_[rule].body = body;
   total_size_ = SatAdd(total_size_, nodes_[body].weight);
   if (total_size_ > limits_.max_size) {
-    Fail(absl::InvalidArgumentError(
-        absl::StrCat("schema too complex: the grammar exceeds ", limits_.max_size,
-                     " elements (repetition counts multiply)")));
+    Fail(absl::InvalidArgumentError(absl::StrCat("schema too complex: the grammar exceeds ",
+                                                 limits_.max_size,
+                                                 " elements (repetition counts multiply)")));
   }
   CheckDeadline();
 }
 
 GbnfBuilder::Expr GbnfBuilder::Ref(int rule) {
-  Node node{Kind::kRef};
+  Node node = MakeNode(Kind::kRef);
   node.rule = rule;
   return Add(std::move(node));
 }

@@ -84,14 +84,19 @@ class GbnfBuilder {
  private:
   enum class Kind : uint8_t { kNever, kEmpty, kLiteral, kChars, kSeq, kAlt, kRepeat, kRef };
   struct Node {
-    Kind kind;
-    std::string literal;    // kLiteral
-    CodePointSet chars;     // kChars
-    std::vector<Expr> kids;  // kSeq, kAlt; kRepeat: one
+    Kind kind = Kind::kNever;
+    std::string literal;       // kLiteral
+    CodePointSet chars;        // kChars
+    std::vector<Expr> kids;    // kSeq, kAlt; kRepeat: one
     int64_t min = 0, max = 0;  // kRepeat
     int rule = -1;             // kRef
     int64_t weight = 1;
   };
+  static Node MakeNode(Kind kind) {
+    Node node;
+    node.kind = kind;
+    return node;
+  }
   struct Rule {
     std::string name;
     std::string origin;

@@ -102,18 +102,16 @@ std::optional<Decimal> Bound(const nlohmann::ordered_json& value, bool exclusive
     if (!exclusive) {
       if (frac_digits == 0) return b;
       const Decimal as_double = *ParseDecimal(Shortest(DoubleAtLeast(b, lower, false)));
-      return round(lower ? std::max(b, as_double, [](auto& x, auto& y) {
-        return CompareDecimal(x, y) < 0;
-      })
-                         : std::min(b, as_double, [](auto& x, auto& y) {
-                             return CompareDecimal(x, y) < 0;
-                           }));
+      return round(
+          lower
+              ? std::max(b, as_double, [](auto& x, auto& y) { return CompareDecimal(x, y) < 0; })
+              : std::min(b, as_double, [](auto& x, auto& y) { return CompareDecimal(x, y) < 0; }));
     }
     const Decimal step = AddUnit(b, frac_digits, dir);
     if (frac_digits == 0) return step;
     const Decimal as_double = *ParseDecimal(Shortest(DoubleAtLeast(b, lower, true)));
-    const bool step_wins = lower ? CompareDecimal(step, as_double) > 0
-                                 : CompareDecimal(step, as_double) < 0;
+    const bool step_wins =
+        lower ? CompareDecimal(step, as_double) > 0 : CompareDecimal(step, as_double) < 0;
     return round(step_wins ? step : as_double);
   }
   const double d = value.get<double>();
@@ -128,9 +126,7 @@ std::optional<Decimal> Bound(const nlohmann::ordered_json& value, bool exclusive
 
 // --- the grammar ---
 
-Expr DigitRange(GbnfBuilder& b, char lo, char hi) {
-  return b.Chars(CodePointSet::Range(lo, hi));
-}
+Expr DigitRange(GbnfBuilder& b, char lo, char hi) { return b.Chars(CodePointSet::Range(lo, hi)); }
 Expr AnyDigits(GbnfBuilder& b, int64_t min, int64_t max) {
   return b.Repeat(DigitRange(b, '0', '9'), min, max);
 }
@@ -162,7 +158,8 @@ Expr IntRange(GbnfBuilder& b, const std::string& lo, const std::string& hi) {
   if (CompareMagnitude(lo, hi) > 0) return b.Never();
   std::vector<Expr> alts;
   for (size_t len = lo.size(); len <= hi.size(); ++len) {
-    const std::string l = len == lo.size() ? lo : (len == 1 ? "0" : "1" + std::string(len - 1, '0'));
+    const std::string l =
+        len == lo.size() ? lo : (len == 1 ? "0" : "1" + std::string(len - 1, '0'));
     const std::string h = len == hi.size() ? hi : std::string(len, '9');
     alts.push_back(SameLength(b, l, h));
   }
@@ -173,25 +170,25 @@ Expr IntRange(GbnfBuilder& b, const std::string& lo, const std::string& hi) {
 Expr FracAtLeast(GbnfBuilder& b, std::string_view s, int n) {
   std::vector<Expr> alts;
   if (s[0] < '9') alts.push_back(b.Seq({DigitRange(b, s[0] + 1, '9'), AnyDigits(b, 0, n - 1)}));
-  alts.push_back(b.Seq({b.Literal(s.substr(0, 1)), s.size() == 1
-                                                      ? AnyDigits(b, 0, n - 1)
-                                                      : FracAtLeast(b, s.substr(1), n - 1)}));
+  alts.push_back(
+      b.Seq({b.Literal(s.substr(0, 1)),
+             s.size() == 1 ? AnyDigits(b, 0, n - 1) : FracAtLeast(b, s.substr(1), n - 1)}));
   return b.Alt(std::move(alts));
 }
 // ... with 0.d <= 0.t (t non-empty, no trailing zeros).
 Expr FracAtMost(GbnfBuilder& b, std::string_view t, int n) {
   std::vector<Expr> alts;
   if (t[0] > '0') alts.push_back(b.Seq({DigitRange(b, '0', t[0] - 1), AnyDigits(b, 0, n - 1)}));
-  alts.push_back(b.Seq({b.Literal(t.substr(0, 1)),
-                        t.size() == 1 ? b.Repeat(b.Literal("0"), 0, n - 1)
-                                      : b.Optional(FracAtMost(b, t.substr(1), n - 1))}));
+  alts.push_back(b.Seq(
+      {b.Literal(t.substr(0, 1)), t.size() == 1 ? b.Repeat(b.Literal("0"), 0, n - 1)
+                                                : b.Optional(FracAtMost(b, t.substr(1), n - 1))}));
   return b.Alt(std::move(alts));
 }
 // ... with 0.s <= 0.d <= 0.t (s non-empty, s <= t).
 Expr FracBetween(GbnfBuilder& b, std::string_view s, std::string_view t, int n) {
   const std::string_view sr = s.substr(1), tr = t.empty() ? t : t.substr(1);
   if (s[0] == t[0]) {
-    Expr rest = !sr.empty()   ? FracBetween(b, sr, tr, n - 1)
+    Expr rest = !sr.empty()  ? FracBetween(b, sr, tr, n - 1)
                 : tr.empty() ? b.Repeat(b.Literal("0"), 0, n - 1)
                              : b.Optional(FracAtMost(b, tr, n - 1));
     return b.Seq({b.Literal(s.substr(0, 1)), rest});
@@ -202,15 +199,15 @@ Expr FracBetween(GbnfBuilder& b, std::string_view s, std::string_view t, int n) 
   if (t[0] - s[0] >= 2) {
     alts.push_back(b.Seq({DigitRange(b, s[0] + 1, t[0] - 1), AnyDigits(b, 0, n - 1)}));
   }
-  alts.push_back(b.Seq({b.Literal(t.substr(0, 1)), tr.empty()
-                                                      ? b.Repeat(b.Literal("0"), 0, n - 1)
-                                                      : b.Optional(FracAtMost(b, tr, n - 1))}));
+  alts.push_back(
+      b.Seq({b.Literal(t.substr(0, 1)), tr.empty() ? b.Repeat(b.Literal("0"), 0, n - 1)
+                                                   : b.Optional(FracAtMost(b, tr, n - 1))}));
   return b.Alt(std::move(alts));
 }
 
 // Non-negative decimals in [a, b] (b optional: integer parts of at most int_digits digits).
-Expr NonNegative(GbnfBuilder& b, const Decimal& a, const std::optional<Decimal>& hi,
-                 int int_digits, int frac_digits) {
+Expr NonNegative(GbnfBuilder& b, const Decimal& a, const std::optional<Decimal>& hi, int int_digits,
+                 int frac_digits) {
   const int n = frac_digits;
   const Expr point = b.Literal(".");
   const Expr any_frac = n == 0 ? b.Empty() : b.Optional(b.Seq({point, AnyDigits(b, 1, n)}));
@@ -219,17 +216,16 @@ Expr NonNegative(GbnfBuilder& b, const Decimal& a, const std::optional<Decimal>&
   };
   const auto at_most = [&](const std::string& t) {
     if (n == 0) return b.Empty();
-    return b.Optional(b.Seq({point, t.empty() ? b.Repeat(b.Literal("0"), 1, n)
-                                              : FracAtMost(b, t, n)}));
+    return b.Optional(
+        b.Seq({point, t.empty() ? b.Repeat(b.Literal("0"), 1, n) : FracAtMost(b, t, n)}));
   };
   const std::string top =
-      hi ? hi->int_digits
-         : std::string(std::max<size_t>(int_digits, a.int_digits.size()), '9');
+      hi ? hi->int_digits : std::string(std::max<size_t>(int_digits, a.int_digits.size()), '9');
   if (n == 0) return IntRange(b, a.int_digits, top);
   if (hi && hi->int_digits == a.int_digits) {
-    const Expr frac = a.frac_digits.empty() ? at_most(hi->frac_digits)
-                                            : b.Seq({point, FracBetween(b, a.frac_digits,
-                                                                        hi->frac_digits, n)});
+    const Expr frac = a.frac_digits.empty()
+                          ? at_most(hi->frac_digits)
+                          : b.Seq({point, FracBetween(b, a.frac_digits, hi->frac_digits, n)});
     return b.Seq({b.Literal(a.int_digits), frac});
   }
   std::vector<Expr> alts = {b.Seq({b.Literal(a.int_digits), at_least(a.frac_digits)})};
@@ -301,7 +297,8 @@ Decimal AddUnit(const Decimal& a, int digits, int sign) {
   const std::string unit = "1" + std::string(scale - digits, '0');
   const bool same = (sign > 0) != a.negative;  // moving away from zero
   if (same) return FromScaled(AddMagnitude(mag, unit), scale, a.negative);
-  if (CompareMagnitude(mag, unit) >= 0) return FromScaled(SubMagnitude(mag, unit), scale, a.negative);
+  if (CompareMagnitude(mag, unit) >= 0)
+    return FromScaled(SubMagnitude(mag, unit), scale, a.negative);
   return FromScaled(SubMagnitude(unit, mag), scale, !a.negative);
 }
 
@@ -337,8 +334,8 @@ std::optional<Decimal> UpperBound(const nlohmann::ordered_json& value, bool excl
   return Bound(value, exclusive, frac_digits, false);
 }
 
-Expr NumberRange(GbnfBuilder& b, const std::optional<Decimal>& lo,
-                 const std::optional<Decimal>& hi, int int_digits, int frac_digits) {
+Expr NumberRange(GbnfBuilder& b, const std::optional<Decimal>& lo, const std::optional<Decimal>& hi,
+                 int int_digits, int frac_digits) {
   if (lo && hi && CompareDecimal(*lo, *hi) > 0) return b.Never();
   std::vector<Expr> alts;
   const Decimal zero;
@@ -350,8 +347,8 @@ Expr NumberRange(GbnfBuilder& b, const std::optional<Decimal>& lo,
     std::optional<Decimal> mag_hi;
     if (lo) mag_hi = Decimal{false, lo->int_digits, lo->frac_digits};
     if (!mag_hi || CompareDecimal(mag_lo, *mag_hi) <= 0) {
-      alts.push_back(b.Seq({b.Literal("-"), NonNegative(b, mag_lo, mag_hi, int_digits,
-                                                        frac_digits)}));
+      alts.push_back(
+          b.Seq({b.Literal("-"), NonNegative(b, mag_lo, mag_hi, int_digits, frac_digits)}));
     }
   }
   if (!hi || !hi->negative) {

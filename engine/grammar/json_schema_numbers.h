@@ -4,11 +4,10 @@
 #ifndef TEXTGEN_ENGINE_GRAMMAR_JSON_SCHEMA_NUMBERS_H_
 #define TEXTGEN_ENGINE_GRAMMAR_JSON_SCHEMA_NUMBERS_H_
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/grammar/json_schema_ir.h"
 

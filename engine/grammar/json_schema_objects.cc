@@ -39,7 +39,8 @@ absl::StatusOr<Expr> SchemaConverter::ObjectExpr(const Conj& conj, int depth) {
         }
       }
     }
-    if (Keyword(p, "additionalProperties")) extra_ptrs.push_back(PointerChild(p.ptr, "additionalProperties"));
+    if (Keyword(p, "additionalProperties"))
+      extra_ptrs.push_back(PointerChild(p.ptr, "additionalProperties"));
     if (Keyword(p, "propertyNames")) name_ptrs.push_back(PointerChild(p.ptr, "propertyNames"));
     if (const Json* v = Keyword(p, "minProperties")) min_props = std::max(min_props, AsCount(*v));
     if (const Json* v = Keyword(p, "maxProperties")) {
@@ -78,16 +79,15 @@ absl::StatusOr<Expr> SchemaConverter::ObjectExpr(const Conj& conj, int depth) {
     if (!name_conj.parts.empty() || name_conj.never) {
       TG_ASSIGN_OR_RETURN(std::vector<bool> ok, Accepts(name_conj, kString, {key}));
       if (!ok[0]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "invalid JSON Schema: property \"", name, "\" at ", PointerForMessage(where),
-            " does not satisfy \"propertyNames\""));
+        return absl::InvalidArgumentError(absl::StrCat("invalid JSON Schema: property \"", name,
+                                                       "\" at ", PointerForMessage(where),
+                                                       " does not satisfy \"propertyNames\""));
       }
     }
     const std::string hint = absl::StrCat(where, "/", name);
     TG_ASSIGN_OR_RETURN(Expr value, Convert(value_conj, kAllTypes, hint, depth + 1));
-    props.push_back(Property{
-        name, is_required,
-        b_.Seq({b_.Literal(key), ws, b_.Literal(":"), ws, value, ws})});
+    props.push_back(
+        Property{name, is_required, b_.Seq({b_.Literal(key), ws, b_.Literal(":"), ws, value, ws})});
   }
 
   // Additional properties: any name but the declared ones, allowed by propertyNames.
@@ -95,8 +95,8 @@ absl::StatusOr<Expr> SchemaConverter::ObjectExpr(const Conj& conj, int depth) {
   TG_ASSIGN_OR_RETURN(Conj extra_conj, Flatten(extra_ptrs));
   if (!extra_conj.never && !name_conj.never) {
     TG_ASSIGN_OR_RETURN(Expr key, ExtraKey(name_conj, names, where));
-    TG_ASSIGN_OR_RETURN(Expr value, Convert(extra_conj, kAllTypes,
-                                            absl::StrCat(where, "/additional"), depth + 1));
+    TG_ASSIGN_OR_RETURN(
+        Expr value, Convert(extra_conj, kAllTypes, absl::StrCat(where, "/additional"), depth + 1));
     const Expr member = b_.Seq({key, ws, b_.Literal(":"), ws, value, ws});
     if (member != b_.Never()) {
       const int rule = b_.NewRule(absl::StrCat(where, "/additional-member"), where);
@@ -112,16 +112,18 @@ absl::StatusOr<Expr> SchemaConverter::ObjectExpr(const Conj& conj, int depth) {
   const int64_t top =
       std::min<int64_t>(n, max_props >= 0 ? max_props : std::max<int64_t>(min_props, 1));
   if ((n + 1) * (top + 1) > 4 * static_cast<int64_t>(options_.max_rules)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "schema too complex: minProperties / maxProperties over ", n, " properties at ",
-        PointerForMessage(where)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("schema too complex: minProperties / maxProperties over ", n,
+                     " properties at ", PointerForMessage(where)));
   }
   std::vector<int> required_after(n + 1, 0);
   for (int i = n - 1; i >= 0; --i) required_after[i] = required_after[i + 1] + props[i].required;
   const bool has_extra = extra != b_.Never();
+  // minProperties counts on at most one additional property: a grammar cannot keep the names of
+  // several distinct (two equal names would count once).
   const auto feasible = [&](int i, int64_t c) {
     if (max_props >= 0 && c + required_after[i] > max_props) return false;
-    return has_extra || c + (n - i) >= min_props;
+    return c + (n - i) + (has_extra ? 1 : 0) >= min_props;
   };
   const auto cap = [&](int64_t c) { return max_props >= 0 ? c : std::min(c, top); };
   const Expr comma = b_.Seq({b_.Literal(","), ws});
@@ -157,8 +159,8 @@ absl::StatusOr<Expr> SchemaConverter::ObjectExpr(const Conj& conj, int depth) {
       if (!reach[i][c]) continue;
       std::vector<Expr> alts;
       if ((max_props < 0 || c + 1 <= max_props) && reach[i + 1][cap(c + 1)]) {
-        alts.push_back(b_.Seq({c == 0 ? b_.Empty() : comma, props[i].member,
-                               state[i + 1][cap(c + 1)]}));
+        alts.push_back(
+            b_.Seq({c == 0 ? b_.Empty() : comma, props[i].member, state[i + 1][cap(c + 1)]}));
       }
       if (!props[i].required && reach[i + 1][c]) alts.push_back(state[i + 1][c]);
       if (alts.size() < 2) {
@@ -172,7 +174,14 @@ absl::StatusOr<Expr> SchemaConverter::ObjectExpr(const Conj& conj, int depth) {
     TG_RETURN_IF_ERROR(b_.status());
   }
   if (!reach[0][0]) {
-    NoteEmpty(absl::StrCat("no object satisfies the property counts at ", PointerForMessage(where)));
+    if (has_extra && (max_props < 0 || max_props >= min_props)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unsupported JSON Schema keyword \"minProperties\" at ", PointerForMessage(where),
+          ": it needs two or more additional properties, whose names a grammar cannot keep "
+          "distinct"));
+    }
+    NoteEmpty(
+        absl::StrCat("no object satisfies the property counts at ", PointerForMessage(where)));
     return b_.Never();
   }
   return b_.Seq({b_.Literal("{"), ws, state[0][0], b_.Literal("}")});
@@ -194,10 +203,11 @@ absl::StatusOr<Expr> SchemaConverter::ExtraKey(const Conj& names,
   for (const Part& p : names.parts) {
     for (const char* k : {"pattern", "format", "anyOf", "oneOf"}) {
       if (Keyword(p, k)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "unsupported JSON Schema keyword \"propertyNames\" at ", PointerForMessage(ptr),
-            ": with \"", k, "\" beside declared properties and additional properties (only "
-            "enum / const and lengths are supported there)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("unsupported JSON Schema keyword \"propertyNames\" at ",
+                         PointerForMessage(ptr), ": with \"", k,
+                         "\" beside declared properties and additional properties (only "
+                         "enum / const and lengths are supported there)"));
       }
     }
     if (const Json* t = Keyword(p, "type")) types &= TypeMask(*t);
@@ -220,8 +230,8 @@ absl::StatusOr<Expr> SchemaConverter::ExtraKey(const Conj& names,
       for (const char* k : {"enum", "const"}) {
         const Json* v = Keyword(p, k);
         if (v == nullptr) continue;
-        const std::vector<Json> values = std::string_view(k) == "enum" ? v->get<std::vector<Json>>()
-                                                                       : std::vector<Json>{*v};
+        const std::vector<Json> values =
+            std::string_view(k) == "enum" ? v->get<std::vector<Json>>() : std::vector<Json>{*v};
         for (const Json& value : values) {
           if (!value.is_string()) continue;
           TG_ASSIGN_OR_RETURN(std::string text, CanonicalJson(value));
@@ -274,9 +284,9 @@ absl::StatusOr<Expr> SchemaConverter::ExtraKey(const Conj& names,
         others = others.Minus(CodePointSet::Of(cp));
         alts.push_back(b_.Seq({pieces_.Units(CodePointSet::Of(cp)), rest[child]}));
       }
-      alts.push_back(b_.Seq({pieces_.Units(others),
-                             b_.Repeat(key_char, std::max<int64_t>(0, min_len - t.depth - 1),
-                                       max_len < 0 ? -1 : max_len - t.depth - 1)}));
+      alts.push_back(b_.Seq(
+          {pieces_.Units(others), b_.Repeat(key_char, std::max<int64_t>(0, min_len - t.depth - 1),
+                                            max_len < 0 ? -1 : max_len - t.depth - 1)}));
     }
     rest[node] = b_.Alt(std::move(alts));
     if (node > 0 && t.depth % 16 == 0) {  // keeps expressions shallow for long names
@@ -306,7 +316,8 @@ absl::StatusOr<Expr> SchemaConverter::ArrayExpr(const Conj& conj, int depth) {
     const Json* prefix = Keyword(p, "prefixItems");
     const Json* items = Keyword(p, "items");
     if (items != nullptr && items->is_array()) {  // draft 2019 and older: a tuple
-      for (size_t i = 0; i < items->size(); ++i) s.prefix.push_back(PointerChild(PointerChild(p.ptr, "items"), std::to_string(i)));
+      for (size_t i = 0; i < items->size(); ++i)
+        s.prefix.push_back(PointerChild(PointerChild(p.ptr, "items"), std::to_string(i)));
       if (Keyword(p, "additionalItems")) s.rest = PointerChild(p.ptr, "additionalItems");
     } else {
       if (prefix != nullptr) {
@@ -346,8 +357,8 @@ absl::StatusOr<Expr> SchemaConverter::ArrayExpr(const Conj& conj, int depth) {
     if (s.rest) rest_ptrs.push_back(*s.rest);
   }
   TG_ASSIGN_OR_RETURN(Conj rest_conj, Flatten(rest_ptrs));
-  TG_ASSIGN_OR_RETURN(Expr rest, Convert(rest_conj, kAllTypes, absl::StrCat(where, "/items"),
-                                         depth + 1));
+  TG_ASSIGN_OR_RETURN(Expr rest,
+                      Convert(rest_conj, kAllTypes, absl::StrCat(where, "/items"), depth + 1));
   if (rest == b_.Never() && prefix.size() == k) {
     max_items = max_items < 0 ? static_cast<int64_t>(k) : std::min<int64_t>(max_items, k);
   }
@@ -364,9 +375,10 @@ absl::StatusOr<Expr> SchemaConverter::ArrayExpr(const Conj& conj, int depth) {
   const int64_t rest_max = max_items < 0 ? -1 : max_items - reachable;
   Expr tail;
   if (reachable == 0) {
-    const Expr list = b_.Seq({rest, ws, b_.Repeat(b_.Seq({comma, rest, ws}),
-                                                  std::max<int64_t>(0, rest_min - 1),
-                                                  rest_max < 0 ? -1 : rest_max - 1)});
+    const Expr list =
+        b_.Seq({rest, ws,
+                b_.Repeat(b_.Seq({comma, rest, ws}), std::max<int64_t>(0, rest_min - 1),
+                          rest_max < 0 ? -1 : rest_max - 1)});
     tail = rest_max == 0 ? b_.Empty() : rest_min == 0 ? b_.Optional(list) : list;
   } else {
     tail = b_.Repeat(b_.Seq({comma, rest, ws}), rest_min, rest_max);

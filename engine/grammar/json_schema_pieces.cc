@@ -58,9 +58,9 @@ Expr JsonPieces::BuildWs() {
   CodePointSet indent;
   indent.Add(' ', ' ');
   indent.Add('\t', '\t');
-  return b_.Optional(b_.Alt({b_.Literal(" "), b_.Seq({b_.Literal("\n"),
-                                                     b_.Repeat(b_.Chars(indent), 0,
-                                                               options_.max_indent)})}));
+  return b_.Optional(
+      b_.Alt({b_.Literal(" "),
+              b_.Seq({b_.Literal("\n"), b_.Repeat(b_.Chars(indent), 0, options_.max_indent)})}));
 }
 
 Expr JsonPieces::AnyChar() { return Shared("char", &JsonPieces::BuildAnyChar); }
@@ -72,13 +72,13 @@ Expr JsonPieces::BuildAnyChar() {
   CodePointSet lead_d;
   lead_d.Add('d', 'd');
   lead_d.Add('D', 'D');
-  const Expr u = b_.Seq({b_.Literal("u"),
-                         b_.Alt({b_.Seq({b_.Chars(lead_plain), hex, hex, hex}),
-                                 b_.Seq({b_.Chars(lead_d), Digit('0', '7'), hex, hex})})});
+  const Expr u =
+      b_.Seq({b_.Literal("u"), b_.Alt({b_.Seq({b_.Chars(lead_plain), hex, hex, hex}),
+                                       b_.Seq({b_.Chars(lead_d), Digit('0', '7'), hex, hex})})});
   CodePointSet simple;
   for (char c : std::string_view("\"\\/bfnrt")) simple.Add(c, c);
-  return b_.Alt({b_.Chars(RawStringChars()),
-                 b_.Seq({b_.Literal("\\"), b_.Alt({b_.Chars(simple), u})})});
+  return b_.Alt(
+      {b_.Chars(RawStringChars()), b_.Seq({b_.Literal("\\"), b_.Alt({b_.Chars(simple), u})})});
 }
 
 Expr JsonPieces::KeyChar() { return Shared("key-char", &JsonPieces::BuildKeyChar); }
@@ -149,9 +149,9 @@ Expr JsonPieces::HexDigit() {
 
 Expr JsonPieces::Integer() { return Shared("integer", &JsonPieces::BuildInteger); }
 Expr JsonPieces::BuildInteger() {
-  return b_.Alt({b_.Literal("0"),
-                 b_.Seq({b_.Optional(b_.Literal("-")), Digit('1', '9'),
-                         b_.Repeat(Digit(), 0, options_.max_integer_digits - 1)})});
+  return b_.Alt(
+      {b_.Literal("0"), b_.Seq({b_.Optional(b_.Literal("-")), Digit('1', '9'),
+                                b_.Repeat(Digit(), 0, options_.max_integer_digits - 1)})});
 }
 
 Expr JsonPieces::Number() { return Shared("number", &JsonPieces::BuildNumber); }
@@ -159,11 +159,10 @@ Expr JsonPieces::BuildNumber() {
   const Expr int_part =
       b_.Alt({b_.Literal("0"),
               b_.Seq({Digit('1', '9'), b_.Repeat(Digit(), 0, options_.max_integer_digits - 1)})});
-  const Expr frac =
-      options_.max_fraction_digits > 0
-          ? b_.Optional(b_.Seq({b_.Literal("."),
-                                b_.Repeat(Digit(), 1, options_.max_fraction_digits)}))
-          : b_.Empty();
+  const Expr frac = options_.max_fraction_digits > 0
+                        ? b_.Optional(b_.Seq({b_.Literal("."),
+                                              b_.Repeat(Digit(), 1, options_.max_fraction_digits)}))
+                        : b_.Empty();
   CodePointSet e, sign;
   e.Add('e', 'e');
   e.Add('E', 'E');
@@ -176,9 +175,7 @@ Expr JsonPieces::BuildNumber() {
   return b_.Seq({b_.Optional(b_.Literal("-")), int_part, frac, exp});
 }
 
-Expr JsonPieces::Boolean() {
-  return b_.Alt({b_.Literal("true"), b_.Literal("false")});
-}
+Expr JsonPieces::Boolean() { return b_.Alt({b_.Literal("true"), b_.Literal("false")}); }
 Expr JsonPieces::Null() { return b_.Literal("null"); }
 
 Expr JsonPieces::Value() { return Shared("value", &JsonPieces::BuildValue); }
@@ -190,10 +187,10 @@ Expr JsonPieces::Object() { return Shared("object", &JsonPieces::BuildObject); }
 Expr JsonPieces::BuildObject() {
   const Expr ws = Ws();
   const Expr member = b_.Seq({AnyString(), ws, b_.Literal(":"), ws, Value(), ws});
-  return b_.Seq({b_.Literal("{"), ws,
-                 b_.Optional(b_.Seq({member, b_.Repeat(b_.Seq({b_.Literal(","), ws, member}),
-                                                       0, -1)})),
-                 b_.Literal("}")});
+  return b_.Seq(
+      {b_.Literal("{"), ws,
+       b_.Optional(b_.Seq({member, b_.Repeat(b_.Seq({b_.Literal(","), ws, member}), 0, -1)})),
+       b_.Literal("}")});
 }
 
 Expr JsonPieces::Array() { return Shared("array", &JsonPieces::BuildArray); }
@@ -201,8 +198,7 @@ Expr JsonPieces::BuildArray() {
   const Expr ws = Ws();
   const Expr item = b_.Seq({Value(), ws});
   return b_.Seq({b_.Literal("["), ws,
-                 b_.Optional(b_.Seq({item, b_.Repeat(b_.Seq({b_.Literal(","), ws, item}), 0,
-                                                     -1)})),
+                 b_.Optional(b_.Seq({item, b_.Repeat(b_.Seq({b_.Literal(","), ws, item}), 0, -1)})),
                  b_.Literal("]")});
 }
 
@@ -225,8 +221,7 @@ Expr JsonPieces::RegexNodeExpr(const RegexNode& node, bool json) {
       std::vector<Expr> kids;
       kids.reserve(node.kids.size());
       for (const RegexNode& k : node.kids) kids.push_back(RegexNodeExpr(k, json));
-      return node.kind == RegexNode::Kind::kSeq ? b_.Seq(std::move(kids))
-                                                : b_.Alt(std::move(kids));
+      return node.kind == RegexNode::Kind::kSeq ? b_.Seq(std::move(kids)) : b_.Alt(std::move(kids));
     }
     case RegexNode::Kind::kRepeat:
       return b_.Repeat(RegexNodeExpr(node.kids[0], json), node.min, node.max);
@@ -238,9 +233,9 @@ Expr JsonPieces::PatternContent(const ParsedRegex& regex) {
   std::vector<Expr> alts;
   for (const RegexBranch& branch : regex.branches) {
     const Expr any = b_.Repeat(AnyChar(), 0, -1);
-    alts.push_back(b_.Seq({branch.anchored_start ? b_.Empty() : any,
-                           RegexNodeExpr(branch.node, true),
-                           branch.anchored_end ? b_.Empty() : any}));
+    alts.push_back(
+        b_.Seq({branch.anchored_start ? b_.Empty() : any, RegexNodeExpr(branch.node, true),
+                branch.anchored_end ? b_.Empty() : any}));
   }
   return b_.Alt(std::move(alts));
 }

@@ -26,17 +26,17 @@ class JsonPieces {
   GbnfBuilder& builder() { return b_; }
   const JsonSchemaOptions& options() const { return options_; }
 
-  Expr Ws();        // between tokens
-  Expr AnyChar();   // one code point in any JSON spelling (raw, short escape, \uXXXX)
-  Expr KeyChar();   // one code point in its one canonical spelling
-  Expr AnyString(); // "..." with any content
-  Expr Integer();   // no bounds
-  Expr Number();    // no bounds, with an optional exponent
+  Expr Ws();         // between tokens
+  Expr AnyChar();    // one code point in any JSON spelling (raw, short escape, \uXXXX)
+  Expr KeyChar();    // one code point in its one canonical spelling
+  Expr AnyString();  // "..." with any content
+  Expr Integer();    // no bounds
+  Expr Number();     // no bounds, with an optional exponent
   Expr Boolean();
   Expr Null();
-  Expr Value();     // any JSON value
-  Expr Object();    // any JSON object
-  Expr Array();     // any JSON array
+  Expr Value();   // any JSON value
+  Expr Object();  // any JSON object
+  Expr Array();   // any JSON array
 
   // One code point of `set` in its canonical JSON string spelling (Never if the set is empty).
   Expr Units(const CodePointSet& set);

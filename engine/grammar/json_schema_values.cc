@@ -32,8 +32,8 @@ void FormatLengths(std::string_view format, int64_t& min, int64_t& max) {
 SchemaConverter::Conj SchemaConverter::Merge(Conj a, const Conj& b) {
   a.never = a.never || b.never;
   for (const Part& p : b.parts) {
-    auto it = std::find_if(a.parts.begin(), a.parts.end(),
-                           [&](const Part& q) { return q.ptr == p.ptr; });
+    auto it =
+        std::find_if(a.parts.begin(), a.parts.end(), [&](const Part& q) { return q.ptr == p.ptr; });
     if (it == a.parts.end()) {
       a.parts.push_back(p);
     } else {
@@ -67,16 +67,15 @@ absl::StatusOr<Expr> SchemaConverter::Convert(const Conj& conj, uint8_t types,
   }
   TG_RETURN_IF_ERROR(b_.CheckDeadline());
   if (depth > options_.max_depth) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "schema too complex: subschemas nested deeper than ", options_.max_depth, " at ",
-        PointerForMessage(conj.parts.empty() ? "" : conj.parts[0].ptr)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("schema too complex: subschemas nested deeper than ", options_.max_depth,
+                     " at ", PointerForMessage(conj.parts.empty() ? "" : conj.parts[0].ptr)));
   }
   // A schema without constraints is the generic value.
   bool constrained = types != kAllTypes;
   for (const Part& p : conj.parts) {
     for (const auto& [key, value] : schemas_.at(p.ptr)->items()) {
-      if (key == "type" || key == "enum" || key == "const" ||
-          ValueConstraintKeyword(key)) {
+      if (key == "type" || key == "enum" || key == "const" || ValueConstraintKeyword(key)) {
         if (Keyword(p, key.c_str()) != nullptr) constrained = true;
       }
     }
@@ -169,8 +168,8 @@ absl::StatusOr<Expr> SchemaConverter::Distribute(const Conj& conj, size_t index,
   }
   std::vector<Expr> alts;
   for (size_t i = 0; i < conjs.size(); ++i) {
-    TG_ASSIGN_OR_RETURN(Expr e, Convert(conjs[i], types, absl::StrCat(ptr, "-", keyword, "-", i),
-                                        depth + 1));
+    TG_ASSIGN_OR_RETURN(
+        Expr e, Convert(conjs[i], types, absl::StrCat(ptr, "-", keyword, "-", i), depth + 1));
     alts.push_back(e);
   }
   return b_.Alt(std::move(alts));
@@ -200,8 +199,8 @@ absl::StatusOr<Expr> SchemaConverter::EnumExpr(const Conj& conj, uint8_t types, 
       } else {
         mine.push_back(c);
       }
-      if (mine.empty()) NoteEmpty("\"const\" is not among the \"enum\" values at " +
-                                  PointerForMessage(p.ptr));
+      if (mine.empty())
+        NoteEmpty("\"const\" is not among the \"enum\" values at " + PointerForMessage(p.ptr));
     }
     if (!Keyword(p, "enum") && !Keyword(p, "const")) continue;
     if (where.empty()) where = p.ptr;
@@ -222,9 +221,10 @@ absl::StatusOr<Expr> SchemaConverter::EnumExpr(const Conj& conj, uint8_t types, 
     if (!(TypeBitsOfValue(*v) & types)) continue;
     auto text = CanonicalJson(*v);
     if (!text.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("invalid JSON Schema: \"enum\" or \"const\" "
-                                                     "at ", PointerForMessage(where), " has ",
-                                                     text.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid JSON Schema: \"enum\" or \"const\" "
+                       "at ",
+                       PointerForMessage(where), " has ", text.status().message()));
     }
     if (std::find(texts.begin(), texts.end(), *text) == texts.end()) texts.push_back(*text);
   }
@@ -359,8 +359,8 @@ absl::StatusOr<Expr> SchemaConverter::NumberExpr(const Conj& conj, bool integer)
     const auto add = [&](const Json* v, bool exclusive, bool lower) {
       if (v == nullptr || v->is_boolean()) return;
       bounded = true;
-      std::optional<Decimal> d = lower ? LowerBound(*v, exclusive, frac_digits)
-                                       : UpperBound(*v, exclusive, frac_digits);
+      std::optional<Decimal> d =
+          lower ? LowerBound(*v, exclusive, frac_digits) : UpperBound(*v, exclusive, frac_digits);
       if (!d) return;
       std::optional<Decimal>& side = lower ? lo : hi;
       if (!side || (lower ? CompareDecimal(*d, *side) > 0 : CompareDecimal(*d, *side) < 0)) {
@@ -375,11 +375,12 @@ absl::StatusOr<Expr> SchemaConverter::NumberExpr(const Conj& conj, bool integer)
   if (!bounded) return integer ? pieces_.Integer() : pieces_.Number();
   const Expr e = NumberRange(b_, lo, hi, options_.max_integer_digits, frac_digits);
   if (e == b_.Never()) {
-    NoteEmpty(absl::StrCat("no ", integer ? "integer" : "number with at most " +
-                                                             std::to_string(frac_digits) +
-                                                             " fraction digits",
-                           " lies within the bounds at ",
-                           PointerForMessage(conj.parts.empty() ? "" : conj.parts[0].ptr)));
+    NoteEmpty(absl::StrCat(
+        "no ",
+        integer ? "integer"
+                : "number with at most " + std::to_string(frac_digits) + " fraction digits",
+        " lies within the bounds at ",
+        PointerForMessage(conj.parts.empty() ? "" : conj.parts[0].ptr)));
   }
   return e;
 }

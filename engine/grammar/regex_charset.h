@@ -31,8 +31,8 @@ class CodePointSet {
 
   bool empty() const { return ranges_.empty(); }
   bool Contains(uint32_t cp) const;
-  uint64_t size() const;         // number of code points
-  uint32_t max() const;          // largest member; the set must not be empty
+  uint64_t size() const;  // number of code points
+  uint32_t max() const;   // largest member; the set must not be empty
   const std::vector<std::pair<uint32_t, uint32_t>>& ranges() const { return ranges_; }
   bool operator==(const CodePointSet& other) const { return ranges_ == other.ranges_; }
 

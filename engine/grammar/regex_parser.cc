@@ -14,9 +14,7 @@ constexpr int kMaxDepth = 256;
 constexpr int64_t kMaxCount = 1000000;
 
 bool IsDigit(uint32_t c) { return c >= '0' && c <= '9'; }
-bool IsHex(uint32_t c) {
-  return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+bool IsHex(uint32_t c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 uint32_t HexValue(uint32_t c) {
   return IsDigit(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : c - 'A' + 10;
 }
@@ -240,7 +238,12 @@ class Parser {
 
   // The code point of a character escape after '\' (pos_ at the letter); advances pos_.
   absl::StatusOr<uint32_t> ParseCharEscape() {
+    const size_t at = pos_;
     const uint32_t c = Peek();
+    const auto unsupported = [&](std::string_view what) {
+      pos_ = at;  // errors name the escape's letter
+      return Unsupported(what);
+    };
     ++pos_;
     switch (c) {
       case 't':
@@ -254,7 +257,7 @@ class Parser {
       case 'r':
         return 0x0D;
       case '0':
-        if (IsDigit(Peek()) && !AtEnd()) return Unsupported("octal escape");
+        if (IsDigit(Peek()) && !AtEnd()) return unsupported("octal escape");
         return 0;
       case 'c': {
         const uint32_t l = Peek();
@@ -267,25 +270,24 @@ class Parser {
       case 'x':
       case 'u': {
         const size_t n = c == 'x' ? 2 : 4;
-        if (c == 'u' && Peek() == '{') return Unsupported("\\u{...} escape");
+        if (c == 'u' && Peek() == '{') return unsupported("\\u{...} escape");
         uint32_t v = 0;
         for (size_t k = 0; k < n; ++k) {
           if (AtEnd(k) || !IsHex(Peek(k))) {
-            return Unsupported(c == 'x' ? "\\x without two hex digits"
+            return unsupported(c == 'x' ? "\\x without two hex digits"
                                         : "\\u without four hex digits");
           }
           v = v * 16 + HexValue(Peek(k));
         }
         pos_ += n;
-        if (v >= 0xD800 && v <= 0xDFFF) return Unsupported("surrogate escape \\uD800-\\uDFFF");
+        if (v >= 0xD800 && v <= 0xDFFF) return unsupported("surrogate escape \\uD800-\\uDFFF");
         return v;
       }
       default:
         break;
     }
     if (c < 0x80 && IsAsciiAlnum(c)) {
-      --pos_;
-      return Unsupported(absl::StrFormat("escape \\%c", static_cast<char>(c)));
+      return unsupported(absl::StrFormat("escape \\%c", static_cast<char>(c)));
     }
     return c;  // an escaped syntax or punctuation character, or a non-ASCII one: itself
   }
@@ -294,7 +296,8 @@ class Parser {
     ++pos_;  // '\'
     if (AtEnd()) return Error("\\ at the end of the pattern");
     const uint32_t c = Peek();
-    if (c < 0x80 && std::string_view("dDwWsS").find(static_cast<char>(c)) != std::string_view::npos) {
+    if (c < 0x80 &&
+        std::string_view("dDwWsS").find(static_cast<char>(c)) != std::string_view::npos) {
       ++pos_;
       return CharsNode(NarrowClassEscape(static_cast<char>(c)));
     }
@@ -317,7 +320,8 @@ class Parser {
     }
     if (AtEnd()) return Error("unterminated character class");
     const uint32_t e = Peek();
-    if (e < 0x80 && std::string_view("dDwWsS").find(static_cast<char>(e)) != std::string_view::npos) {
+    if (e < 0x80 &&
+        std::string_view("dDwWsS").find(static_cast<char>(e)) != std::string_view::npos) {
       ++pos_;
       is_set = true;
       set_kind = static_cast<char>(e);

@@ -9,12 +9,11 @@
 
 namespace textgen {
 
-absl::StatusOr<std::string> RegexToGbnfRules(std::string_view pattern,
-                                             std::string_view root_name) {
+absl::StatusOr<std::string> RegexToGbnfRules(std::string_view pattern, std::string_view root_name) {
   using namespace json_schema_internal;  // NOLINT: the converter's internals
   if (!IsGbnfName(root_name)) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid grammar rule name \"",
-                                                   std::string(root_name), "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid grammar rule name \"", std::string(root_name), "\""));
   }
   TG_ASSIGN_OR_RETURN(ParsedRegex regex, ParseRegex(pattern));
   const JsonSchemaOptions options;

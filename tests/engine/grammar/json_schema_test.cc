@@ -1,16 +1,15 @@
 // JSON Schema -> GBNF: each supported keyword (texts accepted and refused by the grammar), each
 // refusal and invalid schema (keyword and JSON pointer in the message), the "too complex"
 // limits within their time bound, and the grammars' bounds.
-#include <catch2/catch.hpp>
+#include "engine/grammar/json_schema.h"
 
+#include <catch2/catch.hpp>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "engine/grammar/json_schema.h"
 #include "tests/engine/grammar/grammar_test_util.h"
 
 namespace textgen {
@@ -97,10 +96,12 @@ TEST_CASE("json schema: enum and const", "[grammar][json_schema]") {
   Check(R"({"enum": [1, 2, 3], "const": 2})", {"2"}, {"1", "3"});
   CHECK(Error(R"({"type": "string", "enum": [1, 2]})").find("admits no JSON value") !=
         std::string::npos);
-  CHECK(Error(R"({"enum": []})") == "invalid JSON Schema: \"enum\" must be a non-empty array at the root");
+  CHECK(Error(R"({"enum": []})") ==
+        "invalid JSON Schema: \"enum\" must be a non-empty array at the root");
 }
 
-TEST_CASE("json schema: properties in order, required, optional, additional", "[grammar][json_schema]") {
+TEST_CASE("json schema: properties in order, required, optional, additional",
+          "[grammar][json_schema]") {
   // Declared order; optional ones skippable; additional properties (allowed by default) last.
   const char* schema = R"({"type": "object",
       "properties": {"b": {"type": "string"}, "a": {"type": "integer"}, "c": {"type": "boolean"}},
@@ -109,9 +110,8 @@ TEST_CASE("json schema: properties in order, required, optional, additional", "[
         {R"({"a": 1})", R"({"b": "x", "a": 1})", R"({"b": "x", "a": 1, "c": true})",
          R"({"a": 1, "c": true, "z": [1]})", R"({"a": 1, "zz": null, "y": 2})",
          R"({"a": 1, "bb": 0})", R"({"a": 1, "": 0})"},
-        {"{}", R"({"b": "x"})", R"({"a": 1, "b": "x"})", R"({"a": "1"})",
-         R"({"a": 1, "a": 2})", R"({"a": 1, "b": "x"})", R"({"z": 1, "a": 1})",
-         R"({"a": 1, "\u0062": "x"})"});
+        {"{}", R"({"b": "x"})", R"({"a": 1, "b": "x"})", R"({"a": "1"})", R"({"a": 1, "a": 2})",
+         R"({"a": 1, "b": "x"})", R"({"z": 1, "a": 1})", R"({"a": 1, "\u0062": "x"})"});
   Check(R"({"properties": {"a": {"type": "integer"}}, "additionalProperties": false})",
         {"{}", R"({"a": 1})"}, {R"({"b": 1})", R"({"a": 1, "b": 1})"});
   Check(R"({"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}})",
@@ -123,10 +123,10 @@ TEST_CASE("json schema: properties in order, required, optional, additional", "[
         {R"({"x": "1"})", "{}"});
   Check(R"({"properties": {"a": false}, "additionalProperties": true})", {R"({"b": 1})", "{}"},
         {R"({"a": 1})"});
-  CHECK(Error(R"({"type": "object", "properties": {"a": false}, "required": ["a"]})").find(
-            "required property \"a\" is forbidden at the root") != std::string::npos);
-  CHECK(Error(R"({"type": "object", "required": ["x"], "additionalProperties": false})").find(
-            "required property \"x\" is forbidden") != std::string::npos);
+  CHECK(Error(R"({"type": "object", "properties": {"a": false}, "required": ["a"]})")
+            .find("required property \"a\" is forbidden at the root") != std::string::npos);
+  CHECK(Error(R"({"type": "object", "required": ["x"], "additionalProperties": false})")
+            .find("required property \"x\" is forbidden") != std::string::npos);
   // Names with characters JSON escapes.
   Check(R"({"properties": {"a\"b": {"const": 1}, "é/~": {"const": 2}}, "required": ["a\"b"]})",
         {R"({"a\"b": 1, "é/~": 2})", R"({"a\"b": 1})"}, {R"({"é/~": 2})"});
@@ -146,8 +146,16 @@ TEST_CASE("json schema: minProperties and maxProperties", "[grammar][json_schema
   Check(R"({"properties": {"a": {}, "b": {}}, "minProperties": 1, "maxProperties": 2})",
         {R"({"a": 1})", R"({"b": 1})", R"({"x": 1})", R"({"a": 1, "x": 2})", R"({"x": 1, "y": 2})"},
         {"{}", R"({"a": 1, "b": 2, "c": 3})", R"({"x": 1, "y": 2, "z": 3})"});
-  Check(R"({"additionalProperties": {"type": "integer"}, "minProperties": 2})",
-        {R"({"a": 1, "b": 2})", R"({"a": 1, "b": 2, "c": 3})"}, {R"({"a": 1})"});
+  Check(R"({"additionalProperties": {"type": "integer"}, "minProperties": 1})",
+        {R"({"a": 1})", R"({"a": 1, "b": 2})"}, {"{}"});
+  // Two additional properties might share a name (and count once): minProperties may rely on
+  // one of them at most.
+  Check(R"({"properties": {"a": {}}, "minProperties": 2})", {R"({"a": 1, "x": 2})"},
+        {R"({"x": 1, "y": 2})", R"({"a": 1})"});
+  CHECK(Error(R"({"type": "object", "additionalProperties": {"type": "integer"},
+                  "minProperties": 2})") ==
+        "unsupported JSON Schema keyword \"minProperties\" at the root: it needs two or more "
+        "additional properties, whose names a grammar cannot keep distinct");
   Check(R"({"properties": {"a": {}}, "required": ["a"], "maxProperties": 1})", {R"({"a": 1})"},
         {R"({"a": 1, "b": 2})"});
   CHECK(Error(R"({"type": "object", "properties": {"a": {}}, "additionalProperties": false,
@@ -158,8 +166,9 @@ TEST_CASE("json schema: minProperties and maxProperties", "[grammar][json_schema
 }
 
 TEST_CASE("json schema: propertyNames", "[grammar][json_schema]") {
-  Check(R"({"propertyNames": {"pattern": "^[a-z]+$"}, "additionalProperties": {"type": "integer"}})",
-        {R"({"abc": 1})", "{}"}, {R"({"Abc": 1})", R"({"": 1})"});
+  Check(
+      R"({"propertyNames": {"pattern": "^[a-z]+$"}, "additionalProperties": {"type": "integer"}})",
+      {R"({"abc": 1})", "{}"}, {R"({"Abc": 1})", R"({"": 1})"});
   Check(R"({"properties": {"id": {"type": "integer"}}, "propertyNames": {"maxLength": 3}})",
         {R"({"id": 1, "abc": 2})"}, {R"({"abcd": 1})", R"({"id": 1, "id": 2})"});
   Check(R"({"properties": {"a": {}}, "propertyNames": {"enum": ["a", "b", "c"]}})",
@@ -221,7 +230,8 @@ TEST_CASE("json schema: pattern", "[grammar][json_schema]") {
         "whose texts it does not bound");
   CHECK(Error(R"j({"properties": {"p": {"pattern": "(?=a)"}}})j") ==
         "\"pattern\" at /properties/p: unsupported regex feature at offset 0: lookahead assertion");
-  CHECK(Error(R"({"pattern": "(a"})") == "\"pattern\" at the root: invalid regex at offset 2: missing )");
+  CHECK(Error(R"({"pattern": "(a"})") ==
+        "\"pattern\" at the root: invalid regex at offset 2: missing )");
   CHECK(Error(R"j({"pattern": "(a)\\1"})j").find("backreference") != std::string::npos);
 }
 
@@ -345,10 +355,26 @@ TEST_CASE("json schema: number ranges on the decimal value", "[grammar][json_sch
   for (const Range& r : ranges) {
     const std::string g = Gbnf(r.schema);
     INFO(r.schema << "\n" << g);
-    std::vector<std::string> samples = {"0", "-0.5", "1", "0.5", "99.95", "99.951", "99.9500",
-                                        "-2.25", "-2.250001", "3.0", "3.00001", "-0.125",
-                                        "-0.1249", "10.05", "10.049", "1.75", "1.7500000001",
-                                        "0.0000000000000001", "0.4999999999999999", "0.5"};
+    std::vector<std::string> samples = {"0",
+                                        "-0.5",
+                                        "1",
+                                        "0.5",
+                                        "99.95",
+                                        "99.951",
+                                        "99.9500",
+                                        "-2.25",
+                                        "-2.250001",
+                                        "3.0",
+                                        "3.00001",
+                                        "-0.125",
+                                        "-0.1249",
+                                        "10.05",
+                                        "10.049",
+                                        "1.75",
+                                        "1.7500000001",
+                                        "0.0000000000000001",
+                                        "0.4999999999999999",
+                                        "0.5"};
     for (int i = 0; i < 300; ++i) {
       std::string s = (next() % 3 == 0) ? "-" : "";
       s += std::to_string(next() % 120);
@@ -397,14 +423,15 @@ TEST_CASE("json schema: anyOf, oneOf, allOf", "[grammar][json_schema]") {
   Check(R"({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
                       {"properties": {"b": {"type": "string"}, "a": {"minimum": 5}},
                        "required": ["b"]}]})",
-        {R"({"a": 5, "b": "x"})"}, {R"({"a": 4, "b": "x"})", R"({"a": 5})", R"({"b": "x", "a": 5})"});
+        {R"({"a": 5, "b": "x"})"},
+        {R"({"a": 4, "b": "x"})", R"({"a": 5})", R"({"b": "x", "a": 5})"});
   Check(R"({"allOf": [{"additionalProperties": false, "properties": {"a": {}}},
                       {"properties": {"a": {}, "b": {}}}]})",
         {R"({"a": 1})"}, {R"({"b": 1})"});
   Check(R"({"allOf": [{"type": ["string", "integer"]}, {"type": ["integer", "null"]}]})", {"1"},
         {R"("a")", "null"});
-  CHECK(Error(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})").find(
-            "have no type in common") != std::string::npos);
+  CHECK(Error(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})")
+            .find("have no type in common") != std::string::npos);
   CHECK(Error(R"({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})") ==
         "unsupported JSON Schema keyword \"pattern\" at /allOf/1: several different patterns "
         "apply (allOf)");
@@ -424,10 +451,11 @@ TEST_CASE("json schema: $ref, $defs, definitions, recursion", "[grammar][json_sc
         {"2"});
   Check(R"({"$defs": {"x y": {"const": 1}}, "$ref": "#/$defs/x%20y"})", {"1"}, {"2"});
   Check(R"({"$id": "https://example.com/s.json", "$defs": {"a": {"const": 1}},
-            "$ref": "https://example.com/s.json#/$defs/a"})", {"1"}, {"2"});
+            "$ref": "https://example.com/s.json#/$defs/a"})",
+        {"1"}, {"2"});
   // A $ref with siblings: both apply.
-  Check(R"({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "maxLength": 1})",
-        {R"("a")"}, {R"("ab")", "1"});
+  Check(R"({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "maxLength": 1})", {R"("a")"},
+        {R"("ab")", "1"});
   CHECK(Error(R"({"properties": {"a": {"$ref": "other.json#/x"}}})") ==
         "unsupported JSON Schema keyword \"$ref\" at /properties/a: remote reference "
         "\"other.json#/x\"");
@@ -559,8 +587,8 @@ TEST_CASE("json schema: schemas that would explode are too complex", "[grammar][
   // A long chain of definitions (one rule each).
   nlohmann::ordered_json defs = nlohmann::ordered_json::object();
   for (int i = 0; i < 6000; ++i) {
-    defs["d" + std::to_string(i)] = {
-        {"type", "array"}, {"items", {{"$ref", "#/$defs/d" + std::to_string(i + 1)}}}};
+    defs["d" + std::to_string(i)] = {{"type", "array"},
+                                     {"items", {{"$ref", "#/$defs/d" + std::to_string(i + 1)}}}};
   }
   defs["d6000"] = {{"type", "integer"}};
   JsonSchemaOptions shallow;
@@ -590,8 +618,10 @@ TEST_CASE("json schema: bounded schemas have a bounded grammar", "[grammar][json
 }
 
 TEST_CASE("json schema: rules to embed carry the root name as prefix", "[grammar][json_schema]") {
-  const char* a = R"({"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]})";
-  const char* b = R"({"$defs": {"n": {"type": "integer"}}, "type": "array", "items": {"$ref": "#/$defs/n"}})";
+  const char* a =
+      R"({"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]})";
+  const char* b =
+      R"({"$defs": {"n": {"type": "integer"}}, "type": "array", "items": {"$ref": "#/$defs/n"}})";
   absl::StatusOr<std::string> ra = JsonSchemaToGbnfRules(nlohmann::json::parse(a), "tool-a");
   absl::StatusOr<std::string> rb = JsonSchemaToGbnfRules(nlohmann::json::parse(b), "tool-b");
   REQUIRE(ra.ok());

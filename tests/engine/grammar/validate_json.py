@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Validates generated JSON documents against a JSON Schema with an independent validator.
 
-usage: validate_json.py SCHEMA.json DOCS.json
+usage: validate_json.py SCHEMA.json DOCS.json [SCHEMA.json DOCS.json ...]
 
-DOCS.json holds a JSON array of strings, each one generated document's exact text. Every
-document must be strict JSON (no NaN / Infinity, no duplicate object keys) and valid under the
-schema (the draft its $schema names, else 2020-12), formats included. Prints one line per
-document ("ok" or the error) and exits 0 iff all are valid, 1 otherwise, 2 on bad usage.
+Each DOCS.json holds a JSON array of strings, each one generated document's exact text. Every
+document must be strict JSON (no NaN / Infinity) and valid under the schema (the draft its
+$schema names, else 2020-12), formats included. Prints one line per document ("ok" or the
+error) and exits 0 iff all are valid, 1 otherwise, 2 on bad usage.
 
 The validator is Debian's python3-jsonschema (preferred over other installs on sys.path). It
 checks date, email, uuid, ipv4 and ipv6 itself; time, date-time and hostname need packages
 Debian does not ship (rfc3339-validator, fqdn), so they are checked here, strictly (RFC 3339
-with datetime's calendar, RFC 1123 labels).
+with datetime's calendar, RFC 1123 labels). Repeated object keys are read as Python reads
+them (the last one wins): a grammar cannot keep the names of additional properties distinct.
 """
 import datetime
 import json
@@ -60,24 +61,15 @@ def _is_hostname(s):
     return len(s) <= 253 and all(_LABEL.match(label) for label in s.split("."))
 
 
-def _no_duplicates(pairs):
-    keys = [k for k, _ in pairs]
-    if len(keys) != len(set(keys)):
-        raise ValueError("duplicate object key")
-    return dict(pairs)
-
-
 def _no_constants(name):
     raise ValueError("non-JSON constant " + name)
 
 
-def main(argv):
-    if len(argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    with open(argv[1], encoding="utf-8") as f:
+def validate(schema_path, docs_path):
+    """Prints a line per document; returns how many are invalid."""
+    with open(schema_path, encoding="utf-8") as f:
         schema = json.load(f)
-    with open(argv[2], encoding="utf-8") as f:
+    with open(docs_path, encoding="utf-8") as f:
         docs = json.load(f)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)
@@ -89,18 +81,28 @@ def main(argv):
     bad = 0
     for i, text in enumerate(docs):
         try:
-            value = json.loads(text, object_pairs_hook=_no_duplicates,
-                               parse_constant=_no_constants)
+            value = json.loads(text, parse_constant=_no_constants)
         except ValueError as e:
-            print(f"doc {i}: not strict JSON: {e}: {text!r}")
+            print(f"{schema_path} doc {i}: not strict JSON: {e}: {text!r}")
             bad += 1
             continue
         errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
         if errors:
-            print(f"doc {i}: invalid: {errors[0].message} at {list(errors[0].path)}: {text!r}")
+            print(f"{schema_path} doc {i}: invalid: {errors[0].message} at "
+                  f"{list(errors[0].path)}: {text!r}")
             bad += 1
         else:
-            print(f"doc {i}: ok")
+            print(f"{schema_path} doc {i}: ok")
+    return bad
+
+
+def main(argv):
+    if len(argv) < 3 or len(argv) % 2 != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    bad = 0
+    for i in range(1, len(argv), 2):
+        bad += validate(argv[i], argv[i + 1])
     return 1 if bad else 0
 
 
