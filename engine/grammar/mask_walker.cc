@@ -59,7 +59,7 @@ int32_t MaskWalker::Transition(int32_t s, uint8_t b) {
   stacks.erase(
       std::remove_if(stacks.begin(), stacks.end(), [](const Stack& x) { return x.empty(); }),
       stacks.end());
-  Canonicalize(&stacks);
+  Canonicalize(&stacks, compiled_.limits().max_stacks);
   int32_t id = Intern(std::move(stacks), r.complete || r.exited, r.exit_follow);
   next_[static_cast<size_t>(s) * 256 + b] = id;
   return id;
@@ -92,7 +92,7 @@ std::unique_ptr<MaskEntry> MaskWalker::Run(const Stack& frames, bool whole, cons
   const std::vector<int32_t>& sorted_ids = vocab_.sorted_ids();
   const int32_t path_len = std::min(vocab_.max_token_bytes(), list.max_len) + 1;
   std::vector<int32_t> st(path_len + 1);   // DFA state after d bytes of the current token
-  std::vector<uint8_t> unc(path_len + 1);  // some path went on into the unknown frames
+  std::vector<int32_t> unc(path_len + 1);  // some path went on into the unknown frames
   st[0] = Intern({frames}, false, ByteSet{});
   unc[0] = 0;
   int32_t valid = 0;  // st[0..valid] hold for the current token's prefix
@@ -101,34 +101,43 @@ std::unique_ptr<MaskEntry> MaskWalker::Run(const Stack& frames, bool whole, cons
   std::vector<uint64_t> bits((static_cast<size_t>(vocab_size) + 63) / 64, 0);
   int64_t num_accepted = 0;
   auto entry = std::make_unique<MaskEntry>();
+  // Raw pointers into the DFA tables (re-read after a transition grows them): byte stores to
+  // `unc` could alias anything, so the compiler would reload vectors' data pointers each step.
+  const uint8_t* flags = flags_.data();
+  const int32_t* next = next_.data();
+  const char* data = vocab_.sorted_data();
+  const uint32_t* offsets = vocab_.sorted_offsets();
   for (int32_t i = 0; i < n;) {
     const int32_t t = index != nullptr ? index[i] : i;
-    const std::string_view bytes = vocab_.sorted_bytes(t);
-    const int32_t len = static_cast<int32_t>(bytes.size());
+    const char* bytes = data + offsets[t];
+    const int32_t len = static_cast<int32_t>(offsets[t + 1] - offsets[t]);
     valid = std::min(valid, lcp[i]);
     if (len > list.max_len || len < list.min_len) {
       ++i;
       continue;
     }
     int32_t d = valid;
-    while (d < len && !(flags_[st[d]] & kTerminal)) {
+    while (d < len && !(flags[st[d]] & kTerminal)) {
       const uint8_t b = static_cast<uint8_t>(bytes[d]);
       const int32_t from = st[d];
-      int32_t to = next_[static_cast<size_t>(from) * 256 + b];
+      int32_t to = next[static_cast<size_t>(from) * 256 + b];
       if (to < 0) {
         if (stacks_.size() > 2 * kMaxStates) {
           Shrink(&st, d);
-          continue;
+        } else {
+          Transition(from, b);
         }
-        to = Transition(from, b);
+        flags = flags_.data();
+        next = next_.data();
+        continue;
       }
       st[d + 1] = to;
-      unc[d + 1] = unc[d] | ((flags_[from] & kFollow) && ByteSetHas(follow_[from], b) ? 1 : 0);
+      unc[d + 1] = unc[d] | ((flags[from] & kFollow) && ByteSetHas(follow_[from], b) ? 1 : 0);
       ++d;
     }
     valid = d;
     if (d == len) {
-      if (flags_[st[d]] & kAlive) {
+      if (flags[st[d]] & kAlive) {
         const int32_t id = sorted_ids[t];
         bits[id >> 6] |= uint64_t{1} << (id & 63);
         ++num_accepted;
@@ -144,7 +153,7 @@ std::unique_ptr<MaskEntry> MaskWalker::Run(const Stack& frames, bool whole, cons
       entry->uncertain.push_back(t);
       for (++i; i < n && lcp[i] >= d; ++i) {
         const int32_t u = index != nullptr ? index[i] : i;
-        const int32_t ulen = static_cast<int32_t>(vocab_.sorted_bytes(u).size());
+        const int32_t ulen = static_cast<int32_t>(offsets[u + 1] - offsets[u]);
         if (ulen >= list.min_len && ulen <= list.max_len) entry->uncertain.push_back(u);
       }
     } else {

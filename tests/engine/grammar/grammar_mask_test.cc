@@ -1,6 +1,7 @@
 // The fast masks (mask cache + run-time checks) against the definition: a token is allowed iff
 // AcceptToken on a copy of the matcher succeeds, for every token of real vocabularies.
 #include <catch2/catch.hpp>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -74,10 +75,12 @@ void CheckAlongDocument(const std::shared_ptr<const CompiledGrammar>& compiled,
 }
 
 // Picks random allowed tokens (as a model with noise weights would), checking every mask.
-void RandomWalk(const std::shared_ptr<const CompiledGrammar>& compiled, uint32_t seed, int steps) {
+// `max_parses`: stop early in states with more parse stacks (the reference is slow there).
+void RandomWalk(const std::shared_ptr<const CompiledGrammar>& compiled, uint32_t seed, int steps,
+                int max_parses = 1 << 30) {
   std::mt19937 rng(seed);
   GrammarMatcher m(compiled);
-  for (int step = 0; step < steps && !m.IsTerminated(); ++step) {
+  for (int step = 0; step < steps && !m.IsTerminated() && m.num_stacks() <= max_parses; ++step) {
     CheckMask(m, "seed " + std::to_string(seed) + " step " + std::to_string(step));
     TokenBitmask mask;
     m.FillNextTokenMask(&mask);
@@ -91,18 +94,106 @@ void RandomWalk(const std::shared_ptr<const CompiledGrammar>& compiled, uint32_t
   }
 }
 
-TEST_CASE("masks: schema grammar along documents, Qwen3 vocabulary", "[grammar][mask][slow]") {
+TEST_CASE("masks: schema grammar along documents on the Qwen3 vocabulary",
+          "[grammar][mask][slow]") {
   const Tokenizer& tok = testing::GgufTokenizer("vocab/ggml-vocab-qwen3.gguf");
   auto compiled = Compile(testing::kPersonSchemaGbnf, GrammarVocab::Create(tok));
   CheckAlongDocument(compiled, tok, testing::kPersonDocs[0], 5);
   CheckAlongDocument(compiled, tok, testing::kPersonDocs[3], 7);
 }
 
-TEST_CASE("masks: free JSON along documents, Llama 3.1 vocabulary", "[grammar][mask][slow]") {
+TEST_CASE("masks: free JSON along documents on the Llama 3.1 vocabulary", "[grammar][mask][slow]") {
   const Tokenizer& tok = testing::GgufTokenizer("vocab/ggml-vocab-llama3.1.gguf");
   auto compiled = Compile(testing::kJsonGbnf, GrammarVocab::Create(tok));
   CheckAlongDocument(compiled, tok, testing::kJsonDocs[0], 6);
   CheckAlongDocument(compiled, tok, testing::kJsonDocs[1], 9);
+}
+
+// A random grammar over letters, spaces and punctuation: literals, classes (negated, `.`),
+// groups, every repetition kind (small and large bounds, around the 32-byte clamp), rule
+// references to later rules and right recursion.
+std::string RandomGrammar(std::mt19937& rng) {
+  const int num_rules = 2 + static_cast<int>(rng() % 4);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  const char* classes[] = {"[a-e]", "[^a-m]", ".", "[ a-z]", "[.,!?]", "[^ ]"};
+  const char* reps[] = {"*", "+", "?", "{2}", "{0,3}", "{1,40}", "{2,35}", "{3,}", "{0,100}"};
+  std::function<std::string(int, int)> item;
+  auto seq = [&](int rule, int depth) {
+    std::string s;
+    int n = 1 + pick(3);
+    for (int i = 0; i < n; ++i) s += item(rule, depth) + " ";
+    if (pick(5) == 0) s += "\" \" r" + std::to_string(rule);  // right recursion after a literal
+    return s;
+  };
+  item = [&](int rule, int depth) -> std::string {
+    std::string s;
+    switch (pick(depth < 2 ? 5 : 4)) {
+      case 0: {
+        s = "\"";
+        for (int i = 0, n = 1 + pick(3); i < n; ++i) s += "abcdehst .,"[pick(11)];
+        s += "\"";
+        break;
+      }
+      case 1:
+        s = classes[pick(6)];
+        break;
+      case 2:
+        if (rule + 1 < num_rules) {
+          s = "r" + std::to_string(rule + 1 + pick(num_rules - rule - 1));
+        } else {
+          s = "\"e\"";
+        }
+        break;
+      case 3:
+        s = "[a-z]";
+        break;
+      default:
+        s = "(" + seq(rule, depth + 1) + " | " + seq(rule, depth + 1) + ")";
+        break;
+    }
+    if (pick(3) == 0) s += reps[pick(9)];
+    return s;
+  };
+  std::string g = "root ::= r0\n";
+  for (int r = 0; r < num_rules; ++r) {
+    g += "r" + std::to_string(r) + " ::= " + seq(r, 0);
+    if (pick(2) == 0) g += " | " + seq(r, 0);
+    g += "\n";
+  }
+  return g;
+}
+
+TEST_CASE("masks: random grammars on stories260K", "[grammar][mask]") {
+  auto vocab = Vocab(testing::kStories260K);
+  std::mt19937 rng(2024);
+  int checked = 0;
+  for (int i = 0; i < 60; ++i) {
+    std::string gbnf = RandomGrammar(rng);
+    INFO(gbnf);
+    absl::StatusOr<std::shared_ptr<const Grammar>> g = ParseGbnf(gbnf);
+    if (!g.ok()) continue;  // e.g. left recursion through a nullable prefix
+    auto compiled = CompiledGrammar::Compile(*g, vocab);
+    REQUIRE(compiled.ok());
+    RandomWalk(*compiled, static_cast<uint32_t>(i), 25);
+    ++checked;
+  }
+  CHECK(checked >= 40);
+}
+
+TEST_CASE("masks: random grammars on Qwen3", "[grammar][mask][slow]") {
+  auto vocab = Vocab("vocab/ggml-vocab-qwen3.gguf");
+  std::mt19937 rng(77);
+  int checked = 0;
+  while (checked < 2) {
+    std::string gbnf = RandomGrammar(rng);
+    INFO(gbnf);
+    absl::StatusOr<std::shared_ptr<const Grammar>> g = ParseGbnf(gbnf);
+    if (!g.ok()) continue;
+    auto compiled = CompiledGrammar::Compile(*g, vocab);
+    REQUIRE(compiled.ok());
+    RandomWalk(*compiled, static_cast<uint32_t>(checked), 6, /*max_parses=*/16);
+    ++checked;
+  }
 }
 
 TEST_CASE("masks: random walks on stories260K", "[grammar][mask]") {
