@@ -4,6 +4,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/grammar/compiled_grammar.h"
@@ -210,6 +211,43 @@ TEST_CASE("masks: random walks on Qwen3", "[grammar][mask][slow]") {
   RandomWalk(compiled, 7, 12);
   auto json = Compile(testing::kJsonGbnf, vocab);
   RandomWalk(json, 8, 12);
+}
+
+// The masks along a document's tokens.
+std::vector<TokenBitmask> MasksAlong(const std::shared_ptr<const CompiledGrammar>& compiled,
+                                     const std::vector<int32_t>& ids) {
+  std::vector<TokenBitmask> masks;
+  GrammarMatcher m(compiled);
+  for (int32_t id : ids) {
+    masks.emplace_back();
+    m.FillNextTokenMask(&masks.back());
+    if (!m.AcceptToken(id)) break;
+  }
+  return masks;
+}
+
+TEST_CASE("masks: one compiled grammar shared by threads", "[grammar][mask]") {
+  const Tokenizer& tok = testing::GgufTokenizer("vocab/ggml-vocab-qwen3.gguf");
+  auto vocab = GrammarVocab::Create(tok);
+  const std::string docs[] = {testing::kPersonDocs[0], testing::kPersonDocs[1],
+                              testing::kPersonDocs[2]};
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::string& d : docs) ids.push_back(tok.Encode(d, false));
+  // Each thread fills the shared mask cache while the others read it.
+  auto shared = Compile(testing::kPersonSchemaGbnf, vocab);
+  std::vector<std::vector<TokenBitmask>> got(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] { got[t] = MasksAlong(shared, ids[t]); });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 3; ++t) {
+    std::vector<TokenBitmask> alone =
+        MasksAlong(Compile(testing::kPersonSchemaGbnf, vocab), ids[t]);
+    REQUIRE(alone.size() == ids[t].size());
+    REQUIRE(got[t].size() == alone.size());
+    for (size_t i = 0; i < alone.size(); ++i) CHECK(got[t][i] == alone[i]);
+  }
 }
 
 }  // namespace grammar_mask_test
