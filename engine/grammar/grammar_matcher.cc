@@ -133,9 +133,10 @@ int GrammarMatcher::num_stacks() const { return static_cast<int>(state_->stacks.
 
 void GrammarMatcher::FillNextTokenMask(TokenBitmask* mask) const {
   const GrammarVocab* vocab = compiled_->vocab();
-  mask->Resize(vocab == nullptr ? 0 : vocab->size());
-  if (vocab == nullptr || state_->eog) return;
-  grammar_internal::FillMask(*compiled_, *state_, mask);
+  const int32_t size = vocab == nullptr ? 0 : vocab->size();
+  if (mask->size() != size) mask->Resize(size);
+  if (vocab == nullptr) return;
+  grammar_internal::FillMask(*compiled_, *state_, mask);  // clears it first
 }
 
 void GrammarMatcher::ApplyMask(absl::Span<float> logits) const {
