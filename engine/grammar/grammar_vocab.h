@@ -43,6 +43,8 @@ class GrammarVocab {
     return std::string_view(sorted_data_)
         .substr(sorted_offsets_[i], sorted_offsets_[i + 1] - sorted_offsets_[i]);
   }
+  const char* sorted_data() const { return sorted_data_.data(); }
+  const uint32_t* sorted_offsets() const { return sorted_offsets_.data(); }  // [num_sorted + 1]
   int32_t lcp(int32_t i) const { return lcp_[i]; }
   // The first j > i with lcp(j) < lcp(i) (num_sorted() if none): every token between shares
   // token i's first lcp(i) bytes, so a walk skips a dead subtree in a few jumps.

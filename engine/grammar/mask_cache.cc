@@ -1,9 +1,6 @@
 #include "engine/grammar/mask_cache.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <utility>
 
@@ -42,7 +39,7 @@ void CheckUncertain(const CompiledGrammar& compiled, const Stack& stack,
     while (d < len && !levels[d].empty()) {
       ExpandResult r;
       ex.Step(levels[d], static_cast<uint8_t>(bytes[d]), Bottom::kWhole, &r);
-      Canonicalize(&r.stacks);
+      Canonicalize(&r.stacks, compiled.limits().max_stacks);
       levels[d + 1] = std::move(r.stacks);
       ++d;
     }
@@ -130,15 +127,7 @@ const MaskEntry* MaskCache::Get(const Stack& stack, Part part, int32_t threshold
     }
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
-  auto tdbg = std::chrono::steady_clock::now();
   std::unique_ptr<MaskEntry> entry = Compute(key);
-  if (getenv("TG_GRAMMAR_DEBUG"))
-    fprintf(
-        stderr, "walk part=%d whole=%d frames=%zu %.3f ms acc=%zu/%zu unc=%zu states=%lld\n",
-        (int)key[0], (int)key[1], key.size() - 3,
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tdbg).count(),
-        entry->ids.size(), entry->bits.size(), entry->uncertain.size(),
-        (long long)walker_->num_states());
   const MaskEntry* result = entry.get();
   std::unique_lock<std::shared_mutex> lock(mu_);
   bytes_ += entry->Bytes();

@@ -52,16 +52,16 @@ int32_t MaskWalker::Intern(std::vector<Stack> stacks, bool end_ok, const ByteSet
 
 int32_t MaskWalker::Transition(int32_t s, uint8_t b) {
   int32_t cached = next_[static_cast<size_t>(s) * 256 + b];
-  if (cached >= 0) return cached;
+  if (cached >= 0) return cached >> 4;
   ExpandResult r;
   expander_.Step(stacks_[s], b, bottom_, &r);
   std::vector<Stack>& stacks = r.stacks;
   stacks.erase(
       std::remove_if(stacks.begin(), stacks.end(), [](const Stack& x) { return x.empty(); }),
       stacks.end());
-  Canonicalize(&stacks);
+  Canonicalize(&stacks, compiled_.limits().max_stacks);
   int32_t id = Intern(std::move(stacks), r.complete || r.exited, r.exit_follow);
-  next_[static_cast<size_t>(s) * 256 + b] = id;
+  next_[static_cast<size_t>(s) * 256 + b] = (id << 4) | flags_[id];  // see Run
   return id;
 }
 
@@ -73,12 +73,13 @@ void MaskWalker::Shrink(std::vector<int32_t>* path, int32_t depth) {
   };
   std::vector<Saved> keep;
   for (int32_t d = 0; d <= depth; ++d) {
-    int32_t s = (*path)[d];
+    int32_t s = (*path)[d] >> 4 & kIdMask;
     keep.push_back(Saved{stacks_[s], (flags_[s] & kEndOk) != 0, follow_[s]});
   }
   Clear();
   for (int32_t d = 0; d <= depth; ++d) {
-    (*path)[d] = Intern(std::move(keep[d].stacks), keep[d].end_ok, keep[d].follow);
+    int32_t id = Intern(std::move(keep[d].stacks), keep[d].end_ok, keep[d].follow);
+    (*path)[d] = (id << 4) | flags_[id] | ((*path)[d] & kUnc);
   }
 }
 
@@ -91,48 +92,60 @@ std::unique_ptr<MaskEntry> MaskWalker::Run(const Stack& frames, bool whole, cons
   const int32_t* next_smaller = list.next_smaller;
   const std::vector<int32_t>& sorted_ids = vocab_.sorted_ids();
   const int32_t path_len = std::min(vocab_.max_token_bytes(), list.max_len) + 1;
-  std::vector<int32_t> st(path_len + 1);   // DFA state after d bytes of the current token
-  std::vector<uint8_t> unc(path_len + 1);  // some path went on into the unknown frames
-  st[0] = Intern({frames}, false, ByteSet{});
-  unc[0] = 0;
+  // st[d]: the DFA state after d bytes of the current token (packed as in next_), plus kUnc if
+  // some path went on into the unknown frames.
+  std::vector<int32_t> st(path_len + 1);
+  const int32_t start = Intern({frames}, false, ByteSet{});
+  st[0] = (start << 4) | flags_[start];
   int32_t valid = 0;  // st[0..valid] hold for the current token's prefix
 
   const int32_t vocab_size = vocab_.size();
   std::vector<uint64_t> bits((static_cast<size_t>(vocab_size) + 63) / 64, 0);
   int64_t num_accepted = 0;
   auto entry = std::make_unique<MaskEntry>();
+  // Raw pointers into the DFA tables (re-read after a transition grows them): byte stores to
+  // `unc` could alias anything, so the compiler would reload vectors' data pointers each step.
+  const int32_t* next = next_.data();
+  const char* data = vocab_.sorted_data();
+  const uint32_t* offsets = vocab_.sorted_offsets();
   for (int32_t i = 0; i < n;) {
     const int32_t t = index != nullptr ? index[i] : i;
-    const std::string_view bytes = vocab_.sorted_bytes(t);
-    const int32_t len = static_cast<int32_t>(bytes.size());
+    const char* bytes = data + offsets[t];
+    const int32_t len = static_cast<int32_t>(offsets[t + 1] - offsets[t]);
     valid = std::min(valid, lcp[i]);
     if (len > list.max_len || len < list.min_len) {
       ++i;
       continue;
     }
     int32_t d = valid;
-    while (d < len && !(flags_[st[d]] & kTerminal)) {
+    // st[d] packs the state id (<< 4), its flags, and kUnc: the transition table stores targets
+    // packed the same way, so a step is one load (no dependent load of the target's flags).
+    while (d < len && !(st[d] & kTerminal)) {
       const uint8_t b = static_cast<uint8_t>(bytes[d]);
-      const int32_t from = st[d];
-      int32_t to = next_[static_cast<size_t>(from) * 256 + b];
+      const int32_t cur = st[d];
+      const int32_t from = cur >> 4 & kIdMask;
+      const int32_t to = next[static_cast<size_t>(from) * 256 + b];
       if (to < 0) {
         if (stacks_.size() > 2 * kMaxStates) {
           Shrink(&st, d);
-          continue;
+        } else {
+          Transition(from, b);
         }
-        to = Transition(from, b);
+        next = next_.data();
+        continue;
       }
-      st[d + 1] = to;
-      unc[d + 1] = unc[d] | ((flags_[from] & kFollow) && ByteSetHas(follow_[from], b) ? 1 : 0);
+      int32_t unc = cur & kUnc;
+      if ((cur & kFollow) && ByteSetHas(follow_[from], b)) unc = kUnc;
+      st[d + 1] = to | unc;
       ++d;
     }
     valid = d;
     if (d == len) {
-      if (flags_[st[d]] & kAlive) {
+      if (st[d] & kAlive) {
         const int32_t id = sorted_ids[t];
         bits[id >> 6] |= uint64_t{1} << (id & 63);
         ++num_accepted;
-      } else if (unc[d]) {
+      } else if (st[d] & kUnc) {
         entry->uncertain.push_back(t);
       }
       ++i;
@@ -140,11 +153,11 @@ std::unique_ptr<MaskEntry> MaskWalker::Run(const Stack& frames, bool whole, cons
     }
     // Nothing goes on after d < len bytes: this token and every later one sharing those bytes
     // are uncertain if a path went into the unknown frames, else rejected (skipped in jumps).
-    if (unc[d]) {
+    if (st[d] & kUnc) {
       entry->uncertain.push_back(t);
       for (++i; i < n && lcp[i] >= d; ++i) {
         const int32_t u = index != nullptr ? index[i] : i;
-        const int32_t ulen = static_cast<int32_t>(vocab_.sorted_bytes(u).size());
+        const int32_t ulen = static_cast<int32_t>(offsets[u + 1] - offsets[u]);
         if (ulen >= list.min_len && ulen <= list.max_len) entry->uncertain.push_back(u);
       }
     } else {

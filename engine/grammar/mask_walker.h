@@ -41,6 +41,10 @@ class MaskWalker {
   static constexpr uint8_t kFollow = 2;    // some next bytes continue into unknown frames
   static constexpr uint8_t kAlive = 4;     // a token ending here is accepted
   static constexpr uint8_t kEndOk = 8;     // a path completed or left the known frames here
+  // Run packs a state as (id << 4) | flags; bit 31 of that is never used (ids < 2^27), and kUnc
+  // (in Run's path only) marks a path that went on into the unknown frames.
+  static constexpr int32_t kUnc = 1 << 30;
+  static constexpr int32_t kIdMask = (1 << 26) - 1;
 
   int32_t Intern(std::vector<Stack> stacks, bool end_ok, const ByteSet& follow);
   int32_t Transition(int32_t s, uint8_t b);

@@ -220,9 +220,10 @@ int main(int argc, char** argv) {
     auto vocab = GrammarVocab::Create(**tok);
     double vocab_ms = Ms(Clock::now() - t0);
     std::printf(
-        "\n%s: %d tokens (%d byte-matchable, longest %d bytes); GrammarVocab::Create "
-        "%.1f ms\n\n",
-        v.c_str(), vocab->size(), vocab->num_sorted(), vocab->max_token_bytes(), vocab_ms);
+        "\n%s: %d tokens (%d byte-matchable, longest %d bytes, %zu longer than %d); "
+        "GrammarVocab::Create %.1f ms\n\n",
+        v.c_str(), vocab->size(), vocab->num_sorted(), vocab->max_token_bytes(),
+        vocab->long_tokens().size(), GrammarVocab::kLongTokenBytes, vocab_ms);
     std::printf(
         "| grammar | parse ms | compile ms | cold: 1st doc ms | next %d docs ms | warm ms/token "
         "| warm max ms | cache entries | cache MiB |\n|---|---|---|---|---|---|---|---|---|\n",
