@@ -1,6 +1,7 @@
 #include "engine/chat/assistant_output_parser.h"
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 
 namespace textgen {
@@ -394,7 +395,13 @@ bool AssistantOutputParser::BeginCall(const std::string& name, const std::string
   AssistantOutputEvent e;
   e.type = Type::kToolCallBegin;
   e.tool_index = next_index_++;
-  e.id = id.empty() ? NewId() : id;
+  // Mistral's templates refuse ids other than 9 alphanumerics in the next turn's history.
+  const bool usable =
+      !id.empty() && (!IsMistral(options_.format) ||
+                      (id.size() == 9 && std::all_of(id.begin(), id.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c));
+                       })));
+  e.id = usable ? id : NewId();
   e.name = name;
   if (out_ != nullptr) out_->push_back(std::move(e));
   raw_.clear();

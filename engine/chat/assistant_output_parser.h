@@ -26,7 +26,8 @@
 //   the prompt opened it (starts_in_reasoning). Its text is trimmed (leading and trailing
 //   whitespace dropped) and so is the whitespace between its end and the content.
 // - Ids: the model's own (Mistral's 9 characters), else "call_" + 24 random alphanumerics; for
-//   the Mistral formats, whose templates require 9 alphanumerics, 9 random alphanumerics.
+//   the Mistral formats, whose templates require 9 alphanumerics, 9 random alphanumerics (also
+//   replacing a model id of another shape).
 #ifndef TEXTGEN_ENGINE_CHAT_ASSISTANT_OUTPUT_PARSER_H_
 #define TEXTGEN_ENGINE_CHAT_ASSISTANT_OUTPUT_PARSER_H_
 

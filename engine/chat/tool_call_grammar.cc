@@ -395,4 +395,24 @@ absl::StatusOr<AutoToolCallGrammar> AutoToolCallGrammarFor(ToolCallFormat format
   return out;
 }
 
+std::string GenericToolSystemPrompt(const std::vector<ToolSpec>& tools, bool parallel_tool_calls) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const ToolSpec& t : tools) {
+    nlohmann::ordered_json f = {{"name", t.name}};
+    if (!t.description.empty()) f["description"] = t.description;
+    f["parameters"] = t.parameters;
+    list.push_back(std::move(f));
+  }
+  std::string out = "You can call these tools (JSON Schema of each one's arguments):\n" +
+                    list.dump(2) +
+                    "\n\nAnswer with one JSON object and nothing else. To call tools:\n";
+  if (parallel_tool_calls) {
+    out += "{\"tool_calls\": [{\"name\": \"<tool name>\", \"arguments\": {<arguments>}}, ...]}";
+  } else {
+    out += "{\"tool_call\": {\"name\": \"<tool name>\", \"arguments\": {<arguments>}}}";
+  }
+  out += "\nTo answer without tools:\n{\"response\": \"<your answer>\"}";
+  return out;
+}
+
 }  // namespace textgen

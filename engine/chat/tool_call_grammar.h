@@ -93,6 +93,12 @@ absl::StatusOr<AutoToolCallGrammar> AutoToolCallGrammarFor(ToolCallFormat format
                                                            const nlohmann::json& tools,
                                                            const ToolCallGrammarOptions& options);
 
+// For kGenericJson (templates that do not render tools): the text to add to the system prompt
+// that describes the tools and the answer's JSON shape, the one the grammar and the parser
+// expect ({"tool_calls": [...]} or, without parallel calls, {"tool_call": {...}}; or
+// {"response": "..."}).
+std::string GenericToolSystemPrompt(const std::vector<ToolSpec>& tools, bool parallel_tool_calls);
+
 }  // namespace textgen
 
 #endif  // TEXTGEN_ENGINE_CHAT_TOOL_CALL_GRAMMAR_H_

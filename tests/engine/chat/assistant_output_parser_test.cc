@@ -382,6 +382,9 @@ TEST_CASE("Mistral v3 calls keep the model's ids", "[assistant_output_parser]") 
          "",
          {{"get_current_weather", kWeatherArgs, true, "aB3dE6gH9"},
           {"get_local_time", kTimeArgs, true, "Zz9Yy8Xx7"}}});
+  // An id the next turn's template would refuse is replaced by a generated one.
+  Check(o, "[TOOL_CALLS][{\"name\": \"get_local_time\", \"arguments\": {}, \"id\": \"call_1\"}]",
+        {"", "", {{"get_local_time", "{}"}}});
   Check(o, "Checking.[TOOL_CALLS][{\"name\": \"get_local_time\", \"arguments\": {}}]",
         {"Checking.", "", {{"get_local_time", "{}"}}});
   Check(o, "[TOOL_CALLS][{\"name\": \"nope\", \"arguments\": {}}]",

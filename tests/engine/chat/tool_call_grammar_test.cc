@@ -344,6 +344,17 @@ TEST_CASE("markers as token elements match the model's own tokens (Qwen3's vocab
   CHECK(lm.CanEnd());
 }
 
+TEST_CASE("the generic system prompt describes the tools and the shapes the grammar accepts",
+          "[tool_call_grammar]") {
+  const std::vector<ToolSpec> tools = *ParseTools(Tools());
+  const std::string parallel = GenericToolSystemPrompt(tools, true);
+  CHECK(parallel.find("\"get_local_time\"") != std::string::npos);
+  CHECK(parallel.find("\"timezone\"") != std::string::npos);
+  CHECK(parallel.find("{\"tool_calls\": [") != std::string::npos);
+  CHECK(parallel.find("{\"response\": ") != std::string::npos);
+  CHECK(GenericToolSystemPrompt(tools, false).find("{\"tool_call\": {") != std::string::npos);
+}
+
 TEST_CASE("grammar errors name the field", "[tool_call_grammar]") {
   auto error = [](ToolCallFormat f, const nlohmann::ordered_json& tools, const ToolChoice& c) {
     ToolCallGrammarOptions o;
