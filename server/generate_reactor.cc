@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/error_table.h"
 #include "server/log_safe.h"
 #include "server/response_convert.h"
-#include "server/error_table.h"
 #include "spdlog/spdlog.h"
 
 namespace textgen::server {
@@ -54,7 +54,7 @@ GenerateReactor::GenerateReactor(Engine* engine, const char* rpc, ServerMetrics*
       deadline_(context->deadline()) {}
 
 GenerateReactor* GenerateReactor::Start(Engine* engine,
-                                        std::function<absl::StatusOr<EngineRequest>()> build,
+                                        std::function<absl::StatusOr<PreparedGeneration>()> build,
                                         PromptWorkers* workers, const char* rpc,
                                         ServerMetrics* metrics, const ShutdownClock* shutdown,
                                         grpc::CallbackServerContext* context) {
@@ -71,17 +71,19 @@ GenerateReactor* GenerateReactor::Start(Engine* engine,
   return reactor.get();
 }
 
-void GenerateReactor::Submit(absl::StatusOr<EngineRequest> request) {
-  if (request.ok()) {
+void GenerateReactor::Submit(absl::StatusOr<PreparedGeneration> prepared) {
+  if (prepared.ok()) {
     absl::MutexLock lock(&mu_);
-    session_id_ = LoggedSessionId(request->session_id);
-    method_ = MethodName(request->decoding.method);
+    session_id_ = LoggedSessionId(prepared->request.session_id);
+    method_ = MethodName(prepared->request.decoding.method);
+    answer_plan_ = prepared->answer;
+    answer_ = AnswerStream(answer_plan_);
   }
   // The reactor outlives this call: the sink holds it, and so does the caller.
-  absl::StatusOr<uint64_t> id =
-      request.ok()
-          ? engine_->Submit(*std::move(request), std::make_shared<Sink>(shared_from_this()))
-          : absl::StatusOr<uint64_t>(request.status());
+  absl::StatusOr<uint64_t> id = prepared.ok()
+                                    ? engine_->Submit(std::move(prepared->request),
+                                                      std::make_shared<Sink>(shared_from_this()))
+                                    : absl::StatusOr<uint64_t>(prepared.status());
   bool cancel_now = false;
   {
     absl::MutexLock lock(&mu_);
@@ -102,10 +104,13 @@ void GenerateReactor::Submit(absl::StatusOr<EngineRequest> request) {
 void GenerateReactor::HandleDelta(const StreamDelta& delta) {
   if (delta.tokens.empty() && delta.text.empty()) return;
   v1::GenerateResponse msg;
-  AppendDelta(delta, tokenizer_, &msg);
+  for (const GeneratedToken& t : delta.tokens) AppendToken(t, tokenizer_, msg.add_tokens());
   {
     absl::MutexLock lock(&mu_);
     if (client_gone_ || finish_called_) return;
+    std::vector<AssistantOutputEvent> events;
+    answer_.Feed(delta.text, &events);
+    AppendAnswerEvents(events, &msg);
     if (!delta.tokens.empty()) {
       const auto now = std::chrono::steady_clock::now();
       if (!last_token_time_.has_value()) {
@@ -119,12 +124,14 @@ void GenerateReactor::HandleDelta(const StreamDelta& delta) {
       last_token_time_ = now;
     }
     streamed_tokens_ += delta.tokens.size();
-    streamed_text_ += msg.text();
+    streamed_text_ += ValidUtf8(delta.text);
     if (write_in_flight_ && !queue_.empty() && queue_.back().tokens_size() < kMaxMergedTokens) {
       // Still waiting behind a write: one merged message instead of a backlog.
       v1::GenerateResponse& back = queue_.back();
       back.mutable_tokens()->MergeFrom(msg.tokens());
       back.mutable_text()->append(msg.text());
+      back.mutable_reasoning_text()->append(msg.reasoning_text());
+      back.mutable_tool_calls()->MergeFrom(msg.tool_calls());
       return;
     }
     queue_.push_back(std::move(msg));
@@ -145,6 +152,7 @@ void GenerateReactor::HandleResult(absl::StatusOr<GenerationResult> result) {
     v1::GenerateResponse last;
     if (result.ok()) {
       FillFinalResponse(*result, tokenizer_, streamed_tokens_, streamed_text_, &last);
+      FinishAnswer(*result, &last);
       prompt_tokens_ = result->stats.prompt_tokens;
       generated_tokens_ = result->stats.generated_tokens;
       cached_tokens_ = result->stats.cached_tokens;
@@ -164,6 +172,30 @@ void GenerateReactor::HandleResult(absl::StatusOr<GenerationResult> result) {
     }
   }
   Pump();
+}
+
+void GenerateReactor::FinishAnswer(const GenerationResult& result, v1::GenerateResponse* last) {
+  // The rest of the best answer's text (FillFinalResponse put it in last->text), read as the
+  // stream was, then what the reader held back.
+  std::vector<AssistantOutputEvent> events;
+  const std::string rest = std::move(*last->mutable_text());
+  last->clear_text();
+  answer_.Feed(rest, &events);
+  answer_.Finish(&events);
+  AppendAnswerEvents(events, last);
+  if (!answer_plan_.parse || last->hypotheses_size() == 0) return;
+  SetParsedAnswer(answer_.message(), answer_.made_tool_calls(), last->mutable_hypotheses(0));
+  if (last->hypotheses(0).finish_reason() == v1::TOOL_CALLS)
+    last->set_finish_reason(v1::TOOL_CALLS);
+  // The other hypotheses (beam search's num_return_sequences) were never streamed.
+  for (int i = 1; i < last->hypotheses_size() && i < static_cast<int>(result.hypotheses.size());
+       ++i) {
+    const AssistantMessage m =
+        AssistantOutputParser::ParseWhole(answer_plan_.options, result.hypotheses[i].text);
+    bool calls = false;
+    for (const ParsedToolCall& c : m.tool_calls) calls = calls || c.complete;
+    SetParsedAnswer(m, calls, last->mutable_hypotheses(i));
+  }
 }
 
 void GenerateReactor::Pump() {

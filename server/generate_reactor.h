@@ -25,7 +25,9 @@
 
 #include "absl/synchronization/mutex.h"
 #include "engine/scheduler/engine.h"
+#include "server/chat_prompter.h"
 #include "server/happens_before.h"
+#include "server/pipeline/answer_stream.h"
 #include "server/prompt_workers.h"
 #include "server/request_convert.h"
 #include "server/server_metrics.h"
@@ -48,7 +50,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   // `shutdown` (borrowed, outlives the stream) tells a cancel by the server's shutdown (logged
   // and counted as UNAVAILABLE, what the client sees) from its client's (CANCELLED).
   static GenerateReactor* Start(Engine* engine,
-                                std::function<absl::StatusOr<EngineRequest>()> build,
+                                std::function<absl::StatusOr<PreparedGeneration>()> build,
                                 PromptWorkers* workers, const char* rpc, ServerMetrics* metrics,
                                 const ShutdownClock* shutdown,
                                 grpc::CallbackServerContext* context);
@@ -66,11 +68,15 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   grpc::Status GoneStatus() const;
 
   // Submits the built request (or finishes with its error).
-  void Submit(absl::StatusOr<EngineRequest> request);
+  void Submit(absl::StatusOr<PreparedGeneration> prepared);
 
   // Scheduler thread (through Sink).
   void HandleDelta(const StreamDelta& delta);
   void HandleResult(absl::StatusOr<GenerationResult> result);
+  // Completes the final message's answer: the rest of the text through the answer reader, and
+  // the hypotheses' parsed content, reasoning and tool calls.
+  void FinishAnswer(const GenerationResult& result, v1::GenerateResponse* last)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Starts the next write, or finishes the stream, if nothing is in flight and there is
   // something to do. Called without mu_ held; the decision is taken under it, the gRPC call
@@ -107,9 +113,13 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
-  // What the stream carried so far (to complete a beam answer in the final message).
+  // What the stream carried so far (to complete a beam answer in the final message): tokens,
+  // and the engine's text before it was read as an answer.
   size_t streamed_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::string streamed_text_ ABSL_GUARDED_BY(mu_);
+  // Reads the engine's text as content, reasoning and tool calls (Chat), or passes it through.
+  AnswerPlan answer_plan_ ABSL_GUARDED_BY(mu_);
+  AnswerStream answer_ ABSL_GUARDED_BY(mu_);
   // Summary for the log line.
   int prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int generated_tokens_ ABSL_GUARDED_BY(mu_) = 0;

@@ -75,6 +75,21 @@ void AddServingFlags(cli::FlagSet& f, ServerOptions& o) {
         "Jinja chat template for the Chat RPC and\n/v1/chat/completions, instead of the model's "
         "own (GGUF\ntokenizer.chat_template / tokenizer_config.json); without\neither, chat "
         "requests are refused (Chat: FAILED_PRECONDITION)");
+  f.AddWith<std::string>(
+      "--reasoning-format", cli::OneOf({"separate", "raw"}), "separate|raw",
+      "thinking models' reasoning (<think>...</think>): separate\n(default: reasoning_content / "
+      "reasoning_text apart from the\nanswer) or raw (left in the answer's text); a request "
+      "may ask\nfor either",
+      [&o](const std::string& v) {
+        o.chat.default_reasoning_format =
+            v == "raw" ? ReasoningFormat::kRaw : ReasoningFormat::kSeparate;
+      });
+  f.AddWith<int>("--reasoning-budget", cli::Int<int>(-1, kIntMax), "N",
+                 "most reasoning tokens of a thinking model's answer; then the\nreasoning block is "
+                 "closed and the answer begins (default -1: no\nlimit; a request may set its own)",
+                 [&o](int v) {
+                   if (v >= 0) o.chat.default_reasoning_budget = v;
+                 });
   f.Add("--http-threads", &o.http_threads, cli::Int<int>(0, 4096), "N",
         "HTTP API workers; each streamed answer holds one (default 0:\n--max-active + "
         "--max-queued + 16)");

@@ -45,6 +45,57 @@ void AppendDelta(const StreamDelta& delta, const Tokenizer& tokenizer, v1::Gener
   out->mutable_text()->append(ValidUtf8(delta.text));
 }
 
+void AppendAnswerEvents(const std::vector<AssistantOutputEvent>& events,
+                        v1::GenerateResponse* out) {
+  using Type = AssistantOutputEvent::Type;
+  for (const AssistantOutputEvent& e : events) {
+    switch (e.type) {
+      case Type::kContent:
+        out->mutable_text()->append(ValidUtf8(e.text));
+        break;
+      case Type::kReasoning:
+        out->mutable_reasoning_text()->append(ValidUtf8(e.text));
+        break;
+      case Type::kToolCallBegin: {
+        v1::ToolCallDelta* d = out->add_tool_calls();
+        d->set_index(static_cast<uint32_t>(e.tool_index));
+        d->set_id(e.id);
+        d->set_name(e.name);
+        break;
+      }
+      case Type::kToolCallArguments: {
+        const int n = out->tool_calls_size();
+        v1::ToolCallDelta* d =
+            n > 0 && out->tool_calls(n - 1).index() == static_cast<uint32_t>(e.tool_index)
+                ? out->mutable_tool_calls(n - 1)
+                : out->add_tool_calls();
+        d->set_index(static_cast<uint32_t>(e.tool_index));
+        d->mutable_arguments()->append(ValidUtf8(e.text));
+        break;
+      }
+      case Type::kToolCallEnd:
+        break;
+    }
+  }
+}
+
+void SetParsedAnswer(const AssistantMessage& message, bool made_tool_calls, v1::Hypothesis* out) {
+  out->set_text(ValidUtf8(message.content));
+  out->set_reasoning(ValidUtf8(message.reasoning));
+  out->clear_tool_calls();
+  for (const ParsedToolCall& c : message.tool_calls) {
+    v1::ToolCall* t = out->add_tool_calls();
+    t->set_id(c.id);
+    t->set_name(c.name);
+    t->set_arguments(ValidUtf8(c.arguments));
+  }
+  if (made_tool_calls &&
+      (out->finish_reason() == v1::EOS || out->finish_reason() == v1::STOP_SEQUENCE ||
+       out->finish_reason() == v1::CONSTRAINT_COMPLETE)) {
+    out->set_finish_reason(v1::TOOL_CALLS);
+  }
+}
+
 void FillFinalResponse(const GenerationResult& result, const Tokenizer& tokenizer,
                        size_t streamed_tokens, std::string_view streamed_text,
                        v1::GenerateResponse* out) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/chat/assistant_message.h"
 #include "engine/decoding/generation.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "textgen/v1/textgen.pb.h"
@@ -23,6 +24,14 @@ void AppendToken(const GeneratedToken& token, const Tokenizer& tokenizer, v1::To
 
 // Appends a streamed delta's tokens and text to `out` (so several deltas can share a message).
 void AppendDelta(const StreamDelta& delta, const Tokenizer& tokenizer, v1::GenerateResponse* out);
+
+// Appends an answer's pieces: content to text, reasoning to reasoning_text, tool-call pieces to
+// tool_calls (an arguments piece of the call the last delta is about extends it).
+void AppendAnswerEvents(const std::vector<AssistantOutputEvent>& events, v1::GenerateResponse* out);
+
+// Sets a hypothesis' text, reasoning and tool calls from its parsed message (Chat with tools or
+// a thinking model), and TOOL_CALLS as its finish reason when it made calls.
+void SetParsedAnswer(const AssistantMessage& message, bool made_tool_calls, v1::Hypothesis* out);
 
 // The last message of a stream: finish_reason, hypotheses (best first) and usage. The stream
 // so far carried `streamed_tokens` tokens and `streamed_text`; if that is a prefix of the best

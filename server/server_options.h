@@ -6,6 +6,7 @@
 
 #include "absl/time/time.h"
 #include "engine/scheduler/engine.h"
+#include "server/pipeline/prompt_preparer.h"
 #include "server/request_convert.h"
 #include "server/tls_files.h"
 
@@ -38,6 +39,9 @@ struct ServerOptions {
   // A Jinja chat template file for the Chat RPC and /v1/chat/completions, overriding the
   // model's own; empty = the model's.
   std::string chat_template;
+  // Thinking models: the default reasoning format and budget of chat requests (see
+  // server/pipeline/prompt_preparer.h).
+  PromptPreparerOptions chat;
   RequestLimits limits;
   // On SIGTERM, in-flight streams get this long to finish before they are cancelled.
   absl::Duration shutdown_grace = absl::Seconds(10);

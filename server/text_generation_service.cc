@@ -7,11 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "engine/format/dtype.h"
 #include "engine/ops/threading.h"
+#include "server/error_table.h"
 #include "server/generate_reactor.h"
 #include "server/log_safe.h"
 #include "server/parsed_request.h"
 #include "server/response_convert.h"
-#include "server/error_table.h"
 #include "spdlog/spdlog.h"
 
 namespace textgen::server {
@@ -174,13 +174,29 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
     metrics_->CountRequest("Generate", GrpcCodeName(st.error_code()));
     return new FinishedStream(st);
   }
+  if (request->has_response_format() && chat_ != nullptr) {
+    // Compiling the format's grammar takes milliseconds: on a worker, from a copy.
+    auto copy = std::make_shared<const v1::GenerateRequest>(*request);
+    return GenerateReactor::Start(
+        engine,
+        [chat = chat_.get(), copy, limits = limits_, principal]() {
+          absl::StatusOr<PreparedGeneration> p = chat->BuildGenerate(*copy, limits);
+          if (p.ok()) p->request.session_owner = principal;
+          return p;
+        },
+        &workers_, "Generate", metrics_, &shutdown_, context);
+  }
   // Converting copies the prompt (after checking its size); the engine tokenizes it in Submit.
   absl::StatusOr<EngineRequest> converted = ToEngineRequest(*request, limits_);
   if (converted.ok()) converted->session_owner = principal;
   const bool long_prompt = converted.ok() && converted->prompt_text.has_value() &&
                            converted->prompt_text->size() > kInlinePromptBytes;
   return GenerateReactor::Start(
-      engine, [converted = std::move(converted)]() mutable { return std::move(converted); },
+      engine,
+      [converted = std::move(converted)]() mutable -> absl::StatusOr<PreparedGeneration> {
+        if (!converted.ok()) return converted.status();
+        return PreparedGeneration{*std::move(converted), AnswerPlan()};
+      },
       long_prompt ? &workers_ : nullptr, "Generate", metrics_, &shutdown_, context);
 }
 
@@ -194,14 +210,18 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Chat(
   }
   if (chat_ == nullptr) {
     return GenerateReactor::Start(
-        engine, [] { return absl::FailedPreconditionError("this server has no chat template"); },
+        engine,
+        []() -> absl::StatusOr<PreparedGeneration> {
+          return absl::FailedPreconditionError("this server has no chat template");
+        },
         nullptr, "Chat", metrics_, &shutdown_, context);
   }
   // Rendering and tokenizing long messages happens on a worker, from a copy: the call's request
   // may be gone by the time it runs (the client cancelled). Over the limit, Build refuses at
   // once without rendering.
   const size_t bytes = ChatTextBytes(*request);
-  if (bytes > kInlinePromptBytes && bytes <= limits_.max_prompt_bytes) {
+  if ((bytes > kInlinePromptBytes || ChatNeedsWork(*request)) &&
+      bytes <= limits_.max_prompt_bytes) {
     auto copy = std::make_shared<const v1::ChatRequest>(*request);
     return GenerateReactor::Start(
         engine,

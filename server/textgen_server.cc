@@ -29,26 +29,6 @@ absl::Status LogKernels() {
   return absl::OkStatus();
 }
 
-// Renders chats for the HTTP API with the template, or says why there is none. A template
-// given with --chat-template that cannot be used fails the start; the model's own only makes
-// chat requests fail (completions still work).
-// The HTTP API's chat renderer over the template SetUpChat loaded (or its error, which every
-// chat completion then returns: a setting of the server, so a 400 with the advice).
-absl::StatusOr<openai::ChatPromptFn> HttpChatPrompt(const absl::StatusOr<ModelChatTemplate>& t,
-                                                    const Tokenizer& tokenizer) {
-  if (!t.ok()) return absl::FailedPreconditionError(t.status().message());
-  return openai::ChatPromptFn(
-      [t = *t, &tokenizer](const nlohmann::json& messages, bool add_generation_prompt,
-                           const nlohmann::json& kwargs) -> absl::StatusOr<std::vector<int32_t>> {
-        ChatTemplateInput input;
-        input.messages = messages;
-        input.add_generation_prompt = add_generation_prompt;
-        input.kwargs = kwargs;
-        TG_ASSIGN_OR_RETURN(std::string text, RenderChat(t, std::move(input)));
-        return EncodeChatPrompt(tokenizer, text);
-      });
-}
-
 // The id /v1/models lists: the model file's name, or its directory's.
 std::string ModelId(const std::string& model_path) {
   std::filesystem::path p(model_path);
@@ -250,11 +230,12 @@ absl::Status TextgenServer::SetUpChat(Engine& engine) {
         absl::StrCat("the model's chat template cannot be used (", t.status().message(),
                      "); start the server with --chat-template FILE"));
   }
+  preparer_ =
+      std::make_unique<PromptPreparer>(std::move(t), engine.model().tokenizer(), options_.chat);
   if (api_ != nullptr) {
-    api_->SetEngine(&engine, ModelId(options_.engine.model_path),
-                    HttpChatPrompt(t, engine.model().tokenizer()));
+    api_->SetEngine(&engine, ModelId(options_.engine.model_path), preparer_.get());
   }
-  service_->SetChatPrompter(std::make_unique<ChatPrompter>(std::move(t)));
+  service_->SetChatPrompter(std::make_unique<ChatPrompter>(preparer_.get()));
   return absl::OkStatus();
 }
 

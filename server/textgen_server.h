@@ -20,6 +20,7 @@
 #include "server/http_listener.h"
 #include "server/metrics_http_server.h"
 #include "server/openai/openai_api.h"
+#include "server/pipeline/prompt_preparer.h"
 #include "server/server_metrics.h"
 #include "server/server_options.h"
 #include "server/text_generation_service.h"
@@ -70,6 +71,8 @@ class TextgenServer {
   const ServerOptions options_;
   ApiKeys api_keys_;  // none: open
   ServerMetrics metrics_;
+  // Chat rendering and output constraints for both APIs (set by SetUpChat; outlives them).
+  std::unique_ptr<PromptPreparer> preparer_;
   std::unique_ptr<TextGenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;

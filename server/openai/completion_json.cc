@@ -11,6 +11,25 @@ using json = nlohmann::ordered_json;
 
 bool IsChat(const CompletionRequest& r) { return r.endpoint == Endpoint::kChat; }
 
+// OpenAI's assistant message: content (null when the answer is only tool calls),
+// reasoning_content when there was reasoning, tool_calls when it made calls.
+json MessageJson(const AssistantMessage& m) {
+  json j = {{"role", "assistant"}};
+  j["content"] =
+      m.content.empty() && !m.tool_calls.empty() ? json(nullptr) : json(ValidUtf8(m.content));
+  if (!m.reasoning.empty()) j["reasoning_content"] = ValidUtf8(m.reasoning);
+  if (!m.tool_calls.empty()) {
+    json calls = json::array();
+    for (const ParsedToolCall& c : m.tool_calls) {
+      calls.push_back({{"id", c.id},
+                       {"type", "function"},
+                       {"function", {{"name", c.name}, {"arguments", ValidUtf8(c.arguments)}}}});
+    }
+    j["tool_calls"] = std::move(calls);
+  }
+  return j;
+}
+
 json ByteArray(std::string_view bytes) {
   json a = json::array();
   for (char c : bytes) a.push_back(static_cast<unsigned char>(c));
@@ -19,15 +38,14 @@ json ByteArray(std::string_view bytes) {
 
 }  // namespace
 
-const char* OpenAiFinishReason(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kLength:
-    case FinishReason::kContextFull:
+const char* OpenAiFinishReason(AnswerEnd end) {
+  switch (end) {
+    case AnswerEnd::kLength:
       return "length";
-    case FinishReason::kEos:
-    case FinishReason::kStopSequence:
-    case FinishReason::kCancelled:
-    case FinishReason::kConstraintComplete:
+    case AnswerEnd::kToolCalls:
+      return "tool_calls";
+    case AnswerEnd::kStop:
+    case AnswerEnd::kCancelled:
       return "stop";
   }
   return "stop";
@@ -123,9 +141,36 @@ json CompletionJson::DeltaChunk(int index, std::string_view text,
   return ChunkChoice(index, std::move(content), Logprobs(tokens, choice), nullptr);
 }
 
-json CompletionJson::FinishChunk(int index, FinishReason reason) const {
+json CompletionJson::EventChunk(int index, const AssistantOutputEvent& e,
+                                absl::Span<const GeneratedToken> tokens, ChoiceText& choice) const {
+  using Type = AssistantOutputEvent::Type;
+  json delta = json::object();
+  switch (e.type) {
+    case Type::kContent:
+      delta["content"] = ValidUtf8(e.text);
+      break;
+    case Type::kReasoning:
+      delta["reasoning_content"] = ValidUtf8(e.text);
+      break;
+    case Type::kToolCallBegin:
+      delta["tool_calls"] = json::array({{{"index", e.tool_index},
+                                          {"id", e.id},
+                                          {"type", "function"},
+                                          {"function", {{"name", e.name}, {"arguments", ""}}}}});
+      break;
+    case Type::kToolCallArguments:
+      delta["tool_calls"] = json::array(
+          {{{"index", e.tool_index}, {"function", {{"arguments", ValidUtf8(e.text)}}}}});
+      break;
+    case Type::kToolCallEnd:
+      break;
+  }
+  return ChunkChoice(index, std::move(delta), Logprobs(tokens, choice), nullptr);
+}
+
+json CompletionJson::FinishChunk(int index, AnswerEnd end) const {
   json content = IsChat(request_) ? json::object() : json("");
-  return ChunkChoice(index, std::move(content), nullptr, OpenAiFinishReason(reason));
+  return ChunkChoice(index, std::move(content), nullptr, OpenAiFinishReason(end));
 }
 
 json CompletionJson::UsageChunk(const CompletionUsage& usage) const {
@@ -143,12 +188,12 @@ json CompletionJson::Whole(std::vector<ChoiceText>& choices, const CompletionUsa
     choice.text_offset = 0;
     json c = {{"index", i}};
     if (IsChat(request_)) {
-      c["message"] = {{"role", "assistant"}, {"content", ValidUtf8(choice.text)}};
+      c["message"] = MessageJson(choice.answer.message());
     } else {
       c["text"] = ValidUtf8(choice.text);
     }
     c["logprobs"] = Logprobs(choice.tokens, choice);
-    c["finish_reason"] = OpenAiFinishReason(choice.finish.value_or(FinishReason::kLength));
+    c["finish_reason"] = OpenAiFinishReason(choice.end.value_or(AnswerEnd::kLength));
     list.push_back(std::move(c));
   }
   j["choices"] = std::move(list);

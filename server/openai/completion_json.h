@@ -21,6 +21,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "server/openai/completion_request.h"
+#include "server/pipeline/answer_stream.h"
 
 namespace textgen::server::openai {
 
@@ -30,15 +31,17 @@ struct CompletionUsage {
   int cached_tokens = 0;
 };
 
-// "stop" (EOS, end-of-generation token, stop string) or "length" (max_tokens, context full).
-const char* OpenAiFinishReason(FinishReason reason);
+// "stop" (EOS, end-of-generation token, stop string, a complete constraint), "length"
+// (max_tokens, context full) or "tool_calls".
+const char* OpenAiFinishReason(AnswerEnd end);
 
 // One choice's output so far (the whole of it once finished).
 struct ChoiceText {
-  std::string text;
+  std::string text;  // the engine's text (markup included)
   std::vector<GeneratedToken> tokens;
   size_t text_offset = 0;  // completions' logprobs: bytes of token texts reported so far
-  std::optional<FinishReason> finish;
+  AnswerStream answer;     // the text read as content, reasoning and tool calls
+  std::optional<AnswerEnd> end;
 };
 
 // Builds the JSON objects of one response. Not thread-safe; one per request.
@@ -53,8 +56,13 @@ class CompletionJson {
   nlohmann::ordered_json DeltaChunk(int index, std::string_view text,
                                     absl::Span<const GeneratedToken> tokens,
                                     ChoiceText& choice) const;
+  // A chat chunk carrying one piece of the answer (content, reasoning_content, or a tool call's
+  // opening or arguments) and, when given, the tokens behind it.
+  nlohmann::ordered_json EventChunk(int index, const AssistantOutputEvent& event,
+                                    absl::Span<const GeneratedToken> tokens,
+                                    ChoiceText& choice) const;
   // The chunk ending choice `index` (empty delta / text, finish_reason set).
-  nlohmann::ordered_json FinishChunk(int index, FinishReason reason) const;
+  nlohmann::ordered_json FinishChunk(int index, AnswerEnd end) const;
   // stream_options.include_usage: the last chunk, with no choices.
   nlohmann::ordered_json UsageChunk(const CompletionUsage& usage) const;
   // The non-streamed response (choices[i].finish must be set).

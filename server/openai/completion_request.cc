@@ -14,7 +14,7 @@
 namespace textgen::server::openai {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // How one top-level field is treated: applied by the parser, or refused unless it holds its
 // no-op value (`noop`; absent and null are always fine).
@@ -60,23 +60,28 @@ const std::map<std::string, FieldRule>& FieldRules() {
       {"add_generation_prompt", {true, false, {}}},
       {"chat_template_kwargs", {true, false, {}}},
       {"prompt", {false, true, {}}},
+      {"tools", {true, false, {}}},
+      {"tool_choice", {true, false, {}}},
+      {"parallel_tool_calls", {true, false, {}}},
+      {"response_format", {}},
+      {"reasoning_format", {true, false, {}}},
+      {"reasoning_budget", {true, false, {}}},
+      // The same as response_format, as llama.cpp's server and vLLM spell them.
+      {"grammar", {}},
+      {"json_schema", {}},
+      {"guided_json", {}},
+      {"guided_regex", {}},
+      {"guided_choice", {}},
+      {"guided_grammar", {}},
       // Not implemented: refused unless they ask for nothing.
       {"presence_penalty", {true, true, IsZero}},
       {"frequency_penalty", {true, true, IsZero}},
       {"logit_bias", {true, true, IsEmptyObject}},
       {"echo", {false, true, IsFalse}},
       {"suffix", {false, true, [](const json& v) { return v.is_string() && v.empty(); }}},
-      {"tools", {true, false, IsEmptyArray}},
+      // The deprecated forms of tools / tool_choice.
       {"functions", {true, false, IsEmptyArray}},
-      {"tool_choice", {true, false, [](const json& v) { return v == "none"; }}},
       {"function_call", {true, false, [](const json& v) { return v == "none"; }}},
-      // Only means something with tools, which are refused.
-      {"parallel_tool_calls", {true, false, [](const json& v) { return v.is_boolean(); }}},
-      {"response_format",
-       {true, false,
-        [](const json& v) {
-          return v == json{{"type", "text"}};
-        }}},
       {"modalities", {true, false, [](const json& v) { return v == json::array({"text"}); }}},
       {"store", {true, false, IsFalse}},
       {"metadata", {true, false, IsEmptyObject}},
@@ -167,7 +172,7 @@ absl::Status ParseMessages(const json& body, CompletionRequest* r) {
       // Only an assistant turn that made tool calls may leave its content out.
       return FieldError(f.Name("content"), "is required");
     }
-    r->messages.push_back(std::move(out));
+    r->chat.messages.push_back(std::move(out));
   }
   return absl::OkStatus();
 }
@@ -210,7 +215,7 @@ absl::Status ParsePrompt(const json& body, CompletionRequest* r) {
 // or tokenizing.
 absl::Status CheckTextBytes(const CompletionRequest& r, const RequestLimits& limits) {
   size_t bytes = r.prompt_text.has_value() ? r.prompt_text->size() : 0;
-  for (const json& m : r.messages) {
+  for (const json& m : r.chat.messages) {
     auto content = m.find("content");
     if (content != m.end() && content->is_string()) {
       bytes += content->get_ref<const std::string&>().size();
@@ -409,14 +414,172 @@ absl::Status ParseDecoding(const JsonFields& f, CompletionRequest* r) {
 absl::Status ParseChatOptions(const JsonFields& f, CompletionRequest* r) {
   std::optional<bool> agp;
   TG_RETURN_IF_ERROR(f.Bool("add_generation_prompt", &agp));
-  r->add_generation_prompt = agp.value_or(true);
+  r->chat.add_generation_prompt = agp.value_or(true);
   if (const json* kw = f.Get("chat_template_kwargs")) {
     if (!kw->is_object()) {
       return FieldError("chat_template_kwargs",
                         absl::StrCat("expected an object, got ", JsonTypeName(*kw)));
     }
-    r->chat_template_kwargs = *kw;
+    r->chat.template_kwargs = *kw;
   }
+  return absl::OkStatus();
+}
+
+// The payload of a regex, choice or grammar format (`name` as the client spelled its field).
+absl::Status ParseFormatPayload(const std::string& type, const json& v, const std::string& name,
+                                OutputFormat* out) {
+  out->field = name;
+  if (type == "choice") {
+    if (!v.is_array() || v.empty()) {
+      return FieldError(name, "expected a non-empty array of strings");
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string()) {
+        return FieldError(absl::StrCat(name, "[", i, "]"),
+                          absl::StrCat("expected a string, got ", JsonTypeName(v[i])));
+      }
+      out->choices.push_back(v[i].get<std::string>());
+    }
+    out->kind = OutputFormat::Kind::kChoice;
+    return absl::OkStatus();
+  }
+  if (!v.is_string() || v.get_ref<const std::string&>().empty()) {
+    return FieldError(name, absl::StrCat("expected a non-empty string, got ", JsonTypeName(v)));
+  }
+  out->text = v.get<std::string>();
+  out->kind = type == "regex" ? OutputFormat::Kind::kRegex : OutputFormat::Kind::kGrammar;
+  return absl::OkStatus();
+}
+
+// response_format: {"type": "text" | "json_object" | "json_schema" (with "json_schema": {"name",
+// "schema", "strict"?, "description"?}) | "regex" (with "regex") | "choice" (with "choice") |
+// "grammar" (with "grammar")}.
+absl::Status ParseResponseFormat(const json& v, OutputFormat* out) {
+  if (!v.is_object()) {
+    return FieldError("response_format", absl::StrCat("expected an object, got ", JsonTypeName(v)));
+  }
+  JsonFields f(v, "response_format");
+  std::optional<std::string> type;
+  TG_RETURN_IF_ERROR(f.String("type", &type));
+  if (!type.has_value()) return FieldError(f.Name("type"), "is required");
+  const std::map<std::string, std::string> payload = {
+      {"text", ""},       {"json_object", ""},  {"json_schema", "json_schema"},
+      {"regex", "regex"}, {"choice", "choice"}, {"grammar", "grammar"}};
+  auto it = payload.find(*type);
+  if (it == payload.end()) {
+    return FieldError(f.Name("type"), absl::StrCat("must be text, json_object, json_schema, regex, "
+                                                   "choice or grammar, got \"",
+                                                   *type, "\""));
+  }
+  for (const auto& [key, value] : v.items()) {
+    if (key != "type" && key != it->second) return FieldError(f.Name(key), "unknown field");
+  }
+  if (*type == "text") return absl::OkStatus();
+  if (*type == "json_object") {
+    out->kind = OutputFormat::Kind::kJsonObject;
+    return absl::OkStatus();
+  }
+  const json* p = f.Get(it->second);
+  if (p == nullptr) return FieldError(f.Name(it->second), "is required");
+  if (*type == "json_schema") {
+    if (!p->is_object()) {
+      return FieldError(f.Name("json_schema"),
+                        absl::StrCat("expected an object, got ", JsonTypeName(*p)));
+    }
+    JsonFields s(*p, "response_format.json_schema");
+    for (const auto& [key, value] : p->items()) {
+      if (key != "name" && key != "schema" && key != "strict" && key != "description") {
+        return FieldError(s.Name(key), "unknown field");
+      }
+    }
+    std::optional<std::string> name, description;
+    std::optional<bool> strict;
+    TG_RETURN_IF_ERROR(s.String("name", &name));
+    TG_RETURN_IF_ERROR(s.String("description", &description));
+    // strict: false would let a server skip keywords; here every accepted keyword is enforced.
+    TG_RETURN_IF_ERROR(s.Bool("strict", &strict));
+    const json* schema = s.Get("schema");
+    if (schema == nullptr) return FieldError(s.Name("schema"), "is required");
+    out->kind = OutputFormat::Kind::kJsonSchema;
+    out->schema = *schema;
+    out->field = "response_format.json_schema.schema";
+    return absl::OkStatus();
+  }
+  return ParseFormatPayload(*type, *p, f.Name(it->second), out);
+}
+
+absl::Status ParseOutputFormat(const json& body, CompletionRequest* r) {
+  // Every spelling of one thing: at most one may be given.
+  const char* kSpellings[] = {"response_format", "grammar",       "json_schema",   "guided_json",
+                              "guided_regex",    "guided_choice", "guided_grammar"};
+  const char* given = nullptr;
+  for (const char* key : kSpellings) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) continue;
+    if (given != nullptr) {
+      return FieldError(key, absl::StrCat("cannot be combined with ", given,
+                                          " (both say what the "
+                                          "output must be)"));
+    }
+    given = key;
+  }
+  if (given == nullptr) return absl::OkStatus();
+  const json& v = body.at(given);
+  const std::string key = given;
+  OutputFormat& out = r->output;
+  out.field = key;
+  if (key == "response_format") return ParseResponseFormat(v, &out);
+  if (key == "json_schema" || key == "guided_json") {
+    if (!v.is_object() && !v.is_boolean()) {
+      return FieldError(key, absl::StrCat("expected a JSON Schema object, got ", JsonTypeName(v)));
+    }
+    out.kind = OutputFormat::Kind::kJsonSchema;
+    out.schema = v;
+    return absl::OkStatus();
+  }
+  const std::string type = key == "guided_regex"    ? "regex"
+                           : key == "guided_choice" ? "choice"
+                                                    : "grammar";
+  return ParseFormatPayload(type, v, key, &out);
+}
+
+absl::Status ParseTools(const json& body, CompletionRequest* r) {
+  ChatTurn& chat = r->chat;
+  auto tools = body.find("tools");
+  if (tools != body.end() && !tools->is_null()) {
+    absl::StatusOr<std::vector<ToolSpec>> parsed = textgen::ParseTools(nlohmann::json(*tools));
+    if (!parsed.ok()) return WithParam(parsed.status(), "tools");
+    chat.tools = *std::move(parsed);
+  }
+  auto choice = body.find("tool_choice");
+  absl::StatusOr<ToolChoice> tc = textgen::ParseToolChoice(
+      choice != body.end() ? nlohmann::json(*choice) : nlohmann::json(), chat.tools);
+  if (!tc.ok()) return WithParam(tc.status(), "tool_choice");
+  chat.tool_choice = *tc;
+  JsonFields f(body, "");
+  std::optional<bool> parallel;
+  TG_RETURN_IF_ERROR(f.Bool("parallel_tool_calls", &parallel));
+  chat.parallel_tool_calls = parallel.value_or(true);
+  return absl::OkStatus();
+}
+
+absl::Status ParseReasoning(const JsonFields& f, CompletionRequest* r) {
+  std::optional<std::string> format;
+  TG_RETURN_IF_ERROR(f.String("reasoning_format", &format));
+  if (format.has_value()) {
+    if (*format == "separate" || *format == "deepseek" || *format == "auto") {
+      r->chat.reasoning_format = ReasoningFormat::kSeparate;
+    } else if (*format == "raw" || *format == "none") {
+      r->chat.reasoning_format = ReasoningFormat::kRaw;
+    } else {
+      return FieldError("reasoning_format", absl::StrCat("must be separate or raw, got "
+                                                         ", *format, "
+                                                         ""));
+    }
+  }
+  std::optional<int64_t> budget;
+  TG_RETURN_IF_ERROR(f.Int("reasoning_budget", 0, std::numeric_limits<int32_t>::max(), &budget));
+  if (budget.has_value()) r->chat.reasoning_budget = static_cast<int>(*budget);
   return absl::OkStatus();
 }
 
@@ -442,6 +605,8 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std:
   if (endpoint == Endpoint::kChat) {
     TG_RETURN_IF_ERROR(ParseMessages(j, &r));
     TG_RETURN_IF_ERROR(ParseChatOptions(f, &r));
+    TG_RETURN_IF_ERROR(ParseTools(j, &r));
+    TG_RETURN_IF_ERROR(ParseReasoning(f, &r));
   } else {
     TG_RETURN_IF_ERROR(ParsePrompt(j, &r));
   }
@@ -450,6 +615,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std:
   TG_RETURN_IF_ERROR(ParseStop(f, &r.decoding.stop));
   TG_RETURN_IF_ERROR(ParseLengthAndLogprobs(f, limits, &r));
   TG_RETURN_IF_ERROR(ParseDecoding(f, &r));
+  TG_RETURN_IF_ERROR(ParseOutputFormat(j, &r));
   return r;
 }
 

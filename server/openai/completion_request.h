@@ -1,8 +1,12 @@
 // The JSON body of POST /v1/chat/completions and /v1/completions -> what the engine runs.
 //
 // Every field is either applied or refused: unknown fields and fields this server does not
-// implement (tools, response_format, logit_bias, ...) are FieldErrors naming them, except when
-// they hold their no-op value (null, presence_penalty 0, logit_bias {}, ...). Decoding follows
+// implement (logit_bias, audio, ...) are FieldErrors naming them, except when they hold their
+// no-op value (null, presence_penalty 0, logit_bias {}, ...). Applied besides decoding: tools,
+// tool_choice, parallel_tool_calls, response_format (text, json_object, json_schema, and the
+// extensions regex, choice, grammar; llama.cpp's top-level grammar / json_schema and vLLM's
+// guided_json / guided_regex / guided_choice / guided_grammar are the same), reasoning_format
+// and reasoning_budget (extensions). Decoding follows
 // OpenAI: temperature (default 1) 0 is greedy, above 0 samples with top_p / seed; vLLM's
 // extension fields select beam search (use_beam_search, best_of = beams, length_penalty,
 // early_stopping) and add top_k, min_p, repetition_penalty and ignore_eos. A field that would
@@ -20,6 +24,8 @@
 #include "absl/status/statusor.h"
 #include "engine/decoding/decoding_options.h"
 #include "nlohmann/json.hpp"
+#include "server/pipeline/chat_turn.h"
+#include "server/pipeline/output_format.h"
 #include "server/request_convert.h"
 
 namespace textgen::server::openai {
@@ -36,10 +42,11 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage
 
   // /v1/chat/completions: messages as the template takes them (content parts joined into one
-  // string), add_generation_prompt (vLLM; default true), chat_template_kwargs (vLLM).
-  nlohmann::json messages = nlohmann::json::array();
-  bool add_generation_prompt = true;
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  // string), add_generation_prompt (vLLM; default true), chat_template_kwargs (vLLM), tools,
+  // tool_choice, parallel_tool_calls, reasoning options. Its `output` is unused: see below.
+  ChatTurn chat;
+  // Both endpoints: what the output must be (response_format and its equivalents).
+  OutputFormat output;
 
   // /v1/completions: one prompt, as text or as token ids.
   std::optional<std::string> prompt_text;

@@ -20,7 +20,7 @@ CompletionResponder::CompletionResponder(CompletionRequest request,
                                          std::unique_ptr<CompletionRun> run, std::string id,
                                          std::string model, const Tokenizer& tokenizer,
                                          std::string route, ServerMetrics* metrics,
-                                         RunRegistry* registry)
+                                         RunRegistry* registry, const AnswerPlan& answer)
     : request_(std::move(request)),
       run_(std::move(run)),
       json_(request_, id, static_cast<int64_t>(std::time(nullptr)), std::move(model), tokenizer),
@@ -31,6 +31,7 @@ CompletionResponder::CompletionResponder(CompletionRequest request,
       tokenizer_(tokenizer),
       start_(std::chrono::steady_clock::now()),
       choices_(static_cast<size_t>(request_.n)) {
+  for (ChoiceText& c : choices_) c.answer = AnswerStream(answer);
   registry_->Add(run_.get());
 }
 
@@ -41,7 +42,7 @@ CompletionResponder::~CompletionResponder() {
   std::string finish;
   for (const ChoiceText& c : choices_) {
     if (!finish.empty()) finish += ",";
-    finish += c.finish.has_value() ? std::string(FinishReasonName(*c.finish)) : "none";
+    finish += c.end.has_value() ? std::string(OpenAiFinishReason(*c.end)) : "none";
   }
   spdlog::info(
       "http {} id={} choices={} stream={} prompt_tokens={} cached_tokens={} "
@@ -116,12 +117,35 @@ void CompletionResponder::Handle(CompletionRun::Event& event) {
     return;
   }
   // Deltas of a beam search are the best hypothesis' certain prefix: choice 0.
-  ChoiceText& choice = choices_[request_.beam() ? 0 : event.request];
+  const int index = request_.beam() ? 0 : event.request;
+  ChoiceText& choice = choices_[index];
   choice.text += event.delta.text;
   choice.tokens.insert(choice.tokens.end(), event.delta.tokens.begin(), event.delta.tokens.end());
-  if (request_.stream) {
-    Emit(json_.DeltaChunk(request_.beam() ? 0 : event.request, event.delta.text, event.delta.tokens,
+  StreamText(index, event.delta.text, event.delta.tokens);
+}
+
+void CompletionResponder::StreamText(int index, std::string_view text,
+                                     absl::Span<const GeneratedToken> tokens) {
+  ChoiceText& choice = choices_[index];
+  if (request_.endpoint != Endpoint::kChat) {
+    if (request_.stream) Emit(json_.DeltaChunk(index, text, tokens, choice));
+    return;
+  }
+  // Chat: the text read as content, reasoning and tool calls; the tokens ride on the first
+  // piece (or on an empty content piece when the text completes none yet, for their logprobs).
+  std::vector<AssistantOutputEvent> events;
+  choice.answer.Feed(text, &events);
+  if (!request_.stream) return;
+  bool tokens_sent = tokens.empty();
+  for (const AssistantOutputEvent& e : events) {
+    if (e.type == AssistantOutputEvent::Type::kToolCallEnd) continue;
+    Emit(json_.EventChunk(index, e, tokens_sent ? absl::Span<const GeneratedToken>() : tokens,
                           choice));
+    tokens_sent = true;
+  }
+  if (!tokens_sent && request_.logprobs) {
+    AssistantOutputEvent empty;
+    Emit(json_.EventChunk(index, empty, tokens, choice));
   }
 }
 
@@ -168,12 +192,21 @@ void CompletionResponder::FinishChoice(int index, const std::string& text,
       rest_tokens.assign(tokens.begin() + static_cast<std::ptrdiff_t>(choice.tokens.size()),
                          tokens.end());
     }
-    if (request_.stream) Emit(json_.DeltaChunk(index, rest, rest_tokens, choice));
+    StreamText(index, rest, rest_tokens);
   }
   choice.text = text;
   choice.tokens = std::move(tokens);
-  choice.finish = reason;
-  Emit(json_.FinishChunk(index, reason));
+  std::vector<AssistantOutputEvent> events;
+  choice.answer.Finish(&events);
+  if (request_.stream) {
+    for (const AssistantOutputEvent& e : events) {
+      if (e.type != AssistantOutputEvent::Type::kToolCallEnd) {
+        Emit(json_.EventChunk(index, e, {}, choice));
+      }
+    }
+  }
+  choice.end = AnswerEndOf(reason, choice.answer.made_tool_calls());
+  Emit(json_.FinishChunk(index, *choice.end));
 }
 
 void CompletionResponder::Fail(const absl::Status& status) {

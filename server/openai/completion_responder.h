@@ -33,11 +33,12 @@ namespace textgen::server::openai {
 class CompletionResponder {
  public:
   // `run` must have been started from `request` (one engine request per choice, or one beam
-  // search). Registers the run in `registry` until destruction. Borrows `tokenizer`,
-  // `metrics` and `registry`.
+  // search). `answer` says how to read each choice's text (content, reasoning, tool calls).
+  // Registers the run in `registry` until destruction. Borrows `tokenizer`, `metrics` and
+  // `registry`.
   CompletionResponder(CompletionRequest request, std::unique_ptr<CompletionRun> run, std::string id,
                       std::string model, const Tokenizer& tokenizer, std::string route,
-                      ServerMetrics* metrics, RunRegistry* registry);
+                      ServerMetrics* metrics, RunRegistry* registry, const AnswerPlan& answer);
   // Counts the request in the metrics under its outcome and logs it; cancels what still runs.
   ~CompletionResponder();
   CompletionResponder(const CompletionResponder&) = delete;
@@ -54,6 +55,8 @@ class CompletionResponder {
   // the rest and the choice's end.
   void FinishChoice(int index, const std::string& text, std::vector<GeneratedToken> tokens,
                     FinishReason reason);
+  // Streams choice `index`'s new text and the tokens behind it.
+  void StreamText(int index, std::string_view text, absl::Span<const GeneratedToken> tokens);
   void Fail(const absl::Status& status);
   void Emit(const nlohmann::ordered_json& chunk);
   bool Flush(httplib::DataSink& sink);

@@ -13,22 +13,22 @@ std::string NumberText(double v) { return absl::StrCat(v); }
 
 }  // namespace
 
-std::string JsonTypeName(const nlohmann::json& value) {
+std::string JsonTypeName(const nlohmann::ordered_json& value) {
   switch (value.type()) {
-    case nlohmann::json::value_t::null:
+    case nlohmann::ordered_json::value_t::null:
       return "null";
-    case nlohmann::json::value_t::boolean:
+    case nlohmann::ordered_json::value_t::boolean:
       return "a boolean";
-    case nlohmann::json::value_t::string:
+    case nlohmann::ordered_json::value_t::string:
       return "a string";
-    case nlohmann::json::value_t::array:
+    case nlohmann::ordered_json::value_t::array:
       return "an array";
-    case nlohmann::json::value_t::object:
+    case nlohmann::ordered_json::value_t::object:
       return "an object";
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned:
+    case nlohmann::ordered_json::value_t::number_integer:
+    case nlohmann::ordered_json::value_t::number_unsigned:
       return "an integer";
-    case nlohmann::json::value_t::number_float:
+    case nlohmann::ordered_json::value_t::number_float:
       return "a number";
     default:
       return "an unsupported value";
@@ -39,7 +39,7 @@ std::string JsonFields::Name(std::string_view key) const {
   return prefix_.empty() ? std::string(key) : absl::StrCat(prefix_, ".", std::string(key));
 }
 
-const nlohmann::json* JsonFields::Get(std::string_view key) const {
+const nlohmann::ordered_json* JsonFields::Get(std::string_view key) const {
   auto it = object_.find(std::string(key));
   if (it == object_.end() || it->is_null()) return nullptr;
   return &*it;
@@ -48,7 +48,7 @@ const nlohmann::json* JsonFields::Get(std::string_view key) const {
 bool JsonFields::Has(std::string_view key) const { return Get(key) != nullptr; }
 
 absl::Status JsonFields::Bool(std::string_view key, std::optional<bool>* out) const {
-  const nlohmann::json* v = Get(key);
+  const nlohmann::ordered_json* v = Get(key);
   if (v == nullptr) return absl::OkStatus();
   if (!v->is_boolean()) {
     return FieldError(Name(key), absl::StrCat("expected a boolean, got ", JsonTypeName(*v)));
@@ -59,7 +59,7 @@ absl::Status JsonFields::Bool(std::string_view key, std::optional<bool>* out) co
 
 absl::Status JsonFields::Int(std::string_view key, int64_t min, int64_t max,
                              std::optional<int64_t>* out) const {
-  const nlohmann::json* v = Get(key);
+  const nlohmann::ordered_json* v = Get(key);
   if (v == nullptr) return absl::OkStatus();
   const std::string range = absl::StrCat("[", min, ", ", max, "]");
   if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
@@ -80,7 +80,7 @@ absl::Status JsonFields::Int(std::string_view key, int64_t min, int64_t max,
 
 absl::Status JsonFields::Number(std::string_view key, double min, double max, bool min_exclusive,
                                 std::optional<double>* out) const {
-  const nlohmann::json* v = Get(key);
+  const nlohmann::ordered_json* v = Get(key);
   if (v == nullptr) return absl::OkStatus();
   const std::string range =
       absl::StrCat(min_exclusive ? "(" : "[", NumberText(min), ", ", NumberText(max), "]");
@@ -97,7 +97,7 @@ absl::Status JsonFields::Number(std::string_view key, double min, double max, bo
 }
 
 absl::Status JsonFields::String(std::string_view key, std::optional<std::string>* out) const {
-  const nlohmann::json* v = Get(key);
+  const nlohmann::ordered_json* v = Get(key);
   if (v == nullptr) return absl::OkStatus();
   if (!v->is_string()) {
     return FieldError(Name(key), absl::StrCat("expected a string, got ", JsonTypeName(*v)));

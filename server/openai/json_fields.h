@@ -17,14 +17,14 @@ namespace textgen::server::openai {
 class JsonFields {
  public:
   // `object` must be a JSON object and outlive this reader.
-  JsonFields(const nlohmann::json& object, std::string prefix)
+  JsonFields(const nlohmann::ordered_json& object, std::string prefix)
       : object_(object), prefix_(std::move(prefix)) {}
 
   // The field as the client named it, e.g. "stream_options.include_usage".
   std::string Name(std::string_view key) const;
   // Present and not null.
   bool Has(std::string_view key) const;
-  const nlohmann::json* Get(std::string_view key) const;
+  const nlohmann::ordered_json* Get(std::string_view key) const;
 
   absl::Status Bool(std::string_view key, std::optional<bool>* out) const;
   // An integer (no fraction) in [min, max].
@@ -36,12 +36,12 @@ class JsonFields {
   absl::Status String(std::string_view key, std::optional<std::string>* out) const;
 
  private:
-  const nlohmann::json& object_;
+  const nlohmann::ordered_json& object_;
   const std::string prefix_;
 };
 
 // "expected a number, got a string" style name of a JSON value's type.
-std::string JsonTypeName(const nlohmann::json& value);
+std::string JsonTypeName(const nlohmann::ordered_json& value);
 
 }  // namespace textgen::server::openai
 

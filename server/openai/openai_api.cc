@@ -37,6 +37,16 @@ std::string MetricsRoute(const std::string& path) {
   return path.starts_with("/v1/models/") ? "/v1/models/{id}" : "/v1/(unknown)";
 }
 
+// The request field a pipeline error is about, by the name its message starts with ("tools:
+// ...", "response_format.json_schema.schema: ..."); else the messages (the template's errors).
+std::string PipelineErrorParam(const absl::Status& status) {
+  const std::string m(status.message());
+  for (const char* field : {"tools", "tool_choice", "response_format", "reasoning_budget"}) {
+    if (m.starts_with(field)) return field;
+  }
+  return "messages";
+}
+
 json ModelJson(const std::string& id) {
   return {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "textgen"}};
 }
@@ -65,10 +75,8 @@ absl::Status CheckContext(const CompletionRequest& r, size_t prompt_tokens, int 
 OpenAiApi::OpenAiApi(RequestLimits limits, const ApiKeys* keys, ServerMetrics* metrics)
     : limits_(limits), keys_(keys), metrics_(metrics) {}
 
-void OpenAiApi::SetEngine(Engine* engine, std::string model_id,
-                          absl::StatusOr<ChatPromptFn> chat_prompt) {
-  serving_storage_ =
-      std::make_unique<Serving>(Serving{engine, std::move(model_id), std::move(chat_prompt)});
+void OpenAiApi::SetEngine(Engine* engine, std::string model_id, const PromptPreparer* preparer) {
+  serving_storage_ = std::make_unique<Serving>(Serving{engine, std::move(model_id), preparer});
   serving_.store(serving_storage_.get(), std::memory_order_release);
 }
 
@@ -162,8 +170,8 @@ void OpenAiApi::HandleModels(const httplib::Request& req, httplib::Response& res
   metrics_->CountRequest(route, "OK");
 }
 
-absl::StatusOr<std::vector<EngineRequest>> OpenAiApi::ToEngineRequests(
-    const Serving& s, const CompletionRequest& r) const {
+absl::StatusOr<OpenAiApi::Prepared> OpenAiApi::ToEngineRequests(const Serving& s,
+                                                                const CompletionRequest& r) const {
   if (!r.model.empty() && r.model != s.model_id) {
     return WithParam(
         absl::NotFoundError(absl::StrCat(
@@ -172,29 +180,39 @@ absl::StatusOr<std::vector<EngineRequest>> OpenAiApi::ToEngineRequests(
   }
   const Tokenizer& tok = s.engine->model().tokenizer();
   std::vector<int32_t> prompt;
+  Prepared out;
+  DecodingOptions decoding = r.decoding;
   if (r.endpoint == Endpoint::kChat) {
-    if (!s.chat_prompt.ok()) return s.chat_prompt.status();
-    absl::StatusOr<std::vector<int32_t>> ids =
-        (*s.chat_prompt)(r.messages, r.add_generation_prompt, r.chat_template_kwargs);
-    if (!ids.ok()) return WithParam(ids.status(), "messages");
-    prompt = *std::move(ids);
-  } else if (r.prompt_text.has_value()) {
-    // As the engine encodes a prompt outside a session: BOS as the model wants.
-    prompt = tok.Encode(*r.prompt_text, tok.add_bos());
+    ChatTurn turn = r.chat;
+    turn.output = r.output;
+    absl::StatusOr<PreparedChat> chat = s.preparer->Prepare(turn);
+    if (!chat.ok()) return WithParam(chat.status(), PipelineErrorParam(chat.status()));
+    prompt = std::move(chat->prompt);
+    decoding.constraint = std::move(chat->constraint);
+    decoding.shown_special_tokens = std::move(chat->shown_special_tokens);
+    out.answer = std::move(chat->answer);
   } else {
-    prompt = r.prompt_ids;
+    if (r.prompt_text.has_value()) {
+      // As the engine encodes a prompt outside a session: BOS as the model wants.
+      prompt = tok.Encode(*r.prompt_text, tok.add_bos());
+    } else {
+      prompt = r.prompt_ids;
+    }
+    absl::StatusOr<TokenConstraintFactory> constraint = s.preparer->OutputConstraint(r.output);
+    if (!constraint.ok()) return WithParam(constraint.status(), r.output.field);
+    decoding.constraint = *std::move(constraint);
   }
   if (absl::Status st = CheckContext(r, prompt.size(), s.engine->model().config().n_ctx);
       !st.ok()) {
     return st;
   }
-  std::vector<EngineRequest> out(static_cast<size_t>(r.engine_requests()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i].prompt_ids = prompt;
-    out[i].decoding = r.decoding;
+  out.requests.resize(static_cast<size_t>(r.engine_requests()));
+  for (size_t i = 0; i < out.requests.size(); ++i) {
+    out.requests[i].prompt_ids = prompt;
+    out.requests[i].decoding = decoding;
     // Seeded choices differ from each other, and each is reproducible.
     if (r.decoding.sampling.seed.has_value())
-      out[i].decoding.sampling.seed = *r.decoding.sampling.seed + i;
+      out.requests[i].decoding.sampling.seed = *r.decoding.sampling.seed + i;
   }
   return out;
 }
@@ -206,16 +224,16 @@ void OpenAiApi::HandleCompletion(Endpoint endpoint, const httplib::Request& req,
   if (!s.ok()) return ReplyError(route, s.status(), res);
   absl::StatusOr<CompletionRequest> r = ParseCompletionRequest(endpoint, req.body, limits_);
   if (!r.ok()) return ReplyError(route, r.status(), res);
-  absl::StatusOr<std::vector<EngineRequest>> requests = ToEngineRequests(**s, *r);
-  if (!requests.ok()) return ReplyError(route, requests.status(), res);
+  absl::StatusOr<Prepared> prepared = ToEngineRequests(**s, *r);
+  if (!prepared.ok()) return ReplyError(route, prepared.status(), res);
   absl::StatusOr<std::unique_ptr<CompletionRun>> run =
-      CompletionRun::Start((*s)->engine, *std::move(requests), metrics_);
+      CompletionRun::Start((*s)->engine, std::move(prepared->requests), metrics_);
   if (!run.ok()) return ReplyError(route, run.status(), res);
 
   const bool stream = r->stream;
   auto responder = std::make_shared<CompletionResponder>(
       *std::move(r), *std::move(run), ResponseId(endpoint), (*s)->model_id,
-      (*s)->engine->model().tokenizer(), route, metrics_, &runs_);
+      (*s)->engine->model().tokenizer(), route, metrics_, &runs_, prepared->answer);
   if (stream) {
     res.set_header("Cache-Control", "no-cache");
     // nginx and similar proxies pass events on as they come instead of buffering them.

@@ -29,6 +29,7 @@
 #include "server/api_keys.h"
 #include "server/openai/completion_request.h"
 #include "server/openai/run_registry.h"
+#include "server/pipeline/prompt_preparer.h"
 #include "server/request_convert.h"
 #include "server/server_metrics.h"
 
@@ -40,11 +41,6 @@ class Response;
 
 namespace textgen::server::openai {
 
-// Renders a chat request's messages (with add_generation_prompt and the template keyword
-// arguments) into prompt token ids. InvalidArgument when the template refuses them.
-using ChatPromptFn = std::function<absl::StatusOr<std::vector<int32_t>>(
-    const nlohmann::json& messages, bool add_generation_prompt, const nlohmann::json& kwargs)>;
-
 class OpenAiApi {
  public:
   // Borrows `keys` and `metrics`, which must outlive the HTTP server the routes are added to.
@@ -53,10 +49,10 @@ class OpenAiApi {
   // Adds the routes (and JSON bodies for httplib's own 404s and handler exceptions).
   void AddRoutes(httplib::Server& http);
 
-  // Serves with `engine` (borrowed: it must outlive the HTTP server) under the model id
-  // `model_id`. `chat_prompt` renders chats; when it is not OK (the model has no template and
-  // none was given), chat completions fail with its status, naming --chat-template. Call once.
-  void SetEngine(Engine* engine, std::string model_id, absl::StatusOr<ChatPromptFn> chat_prompt);
+  // Serves with `engine` under the model id `model_id`, preparing prompts with `preparer` (both
+  // borrowed: they must outlive the HTTP server). Without a chat template, chat completions fail
+  // with the preparer's FailedPrecondition, naming --chat-template. Call once.
+  void SetEngine(Engine* engine, std::string model_id, const PromptPreparer* preparer);
 
   // New requests get 503 from now on.
   void StopAccepting() { draining_.store(true); }
@@ -68,14 +64,18 @@ class OpenAiApi {
   struct Serving {
     Engine* engine = nullptr;
     std::string model_id;
-    absl::StatusOr<ChatPromptFn> chat_prompt = absl::UnavailableError("not loaded");
+    const PromptPreparer* preparer = nullptr;
+  };
+  // What one completion runs: its engine requests and how to read their answers.
+  struct Prepared {
+    std::vector<EngineRequest> requests;
+    AnswerPlan answer;
   };
 
   void HandleCompletion(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
   void HandleModels(const httplib::Request& req, httplib::Response& res);
   // The engine requests for a parsed request, or why not (400/404/503).
-  absl::StatusOr<std::vector<EngineRequest>> ToEngineRequests(const Serving& s,
-                                                              const CompletionRequest& r) const;
+  absl::StatusOr<Prepared> ToEngineRequests(const Serving& s, const CompletionRequest& r) const;
   // The engine and model, or Unavailable while loading or draining.
   absl::StatusOr<const Serving*> GetServing() const;
   // Writes an OpenAI error response and counts it.

@@ -131,15 +131,27 @@ async function main() {
     const final = await runner.finalChatCompletion();
     assert.equal(final.choices[0].message.content, grpcChat.text);
 
-    // An unsupported field: BadRequestError carrying our message and param.
+    // A schema keyword that cannot be enforced: BadRequestError naming it and its pointer.
     await assert.rejects(
-        client.chat.completions.create({model, messages: conversation,
-                                        response_format: {type: "json_object"}}),
+        client.chat.completions.create({model, messages: conversation, response_format: {
+          type: "json_schema",
+          json_schema: {name: "n", schema: {type: "object", properties: {
+            price: {type: "number", multipleOf: 5}}}}}}),
         (e) => {
           assert.ok(e instanceof OpenAI.BadRequestError, String(e));
           assert.equal(e.status, 400);
           assert.equal(e.param, "response_format");
-          assert.match(e.message, /response_format: is not supported by this server/);
+          assert.match(e.message, /multipleOf/);
+          assert.match(e.message, /\/properties\/price/);
+          return true;
+        });
+    // A field this server does not implement: refused by name.
+    await assert.rejects(
+        client.chat.completions.create({model, messages: conversation, logit_bias: {"5": 10}}),
+        (e) => {
+          assert.equal(e.status, 400);
+          assert.equal(e.param, "logit_bias");
+          assert.match(e.message, /logit_bias: is not supported by this server/);
           return true;
         });
     // An unknown model: NotFoundError.

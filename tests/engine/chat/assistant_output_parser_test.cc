@@ -238,7 +238,7 @@ TEST_CASE("Hermes with reasoning first (Qwen3, QwQ)", "[assistant_output_parser]
   Check(o, "Plan.\n</think>\n\n" + call, {"", "Plan.", {{"get_local_time", kTimeArgs}}});
 }
 
-TEST_CASE("botched calls are content, verbatim; a cut-off call is incomplete",
+TEST_CASE("botched calls are content, verbatim, and a cut-off call is incomplete",
           "[assistant_output_parser]") {
   const auto o = Options(ToolCallFormat::kHermes);
   for (const std::string answer : {
@@ -543,4 +543,34 @@ TEST_CASE("generated ids: call_ + 24 alphanumerics, 9 for Mistral, random withou
 }
 
 }  // namespace assistant_output_parser_test
+
+namespace assistant_output_parser_ws_test {
+
+TEST_CASE("Hermes calls with the whitespace a JSON grammar allows parse as calls",
+          "[assistant_output_parser]") {
+  AssistantOutputOptions o;
+  o.format = ToolCallFormat::kHermes;
+  o.tools = *ParseTools(nlohmann::ordered_json::parse(
+      R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+          "properties":{"city":{"type":"string"}}}}}])"));
+  o.tool_choice.mode = ToolChoiceMode::kRequired;
+  for (const std::string answer :
+       {std::string("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"x\"}}\n"
+                    "</tool_call>"),
+        std::string("<tool_call>\n\n\t\t {\n  \t \"name\"\n\n\t :\n  \"get_weather\", "
+                    "\"arguments\": {\"city\": \"x\"}}\n</tool_call>"),
+        std::string("<tool_call>\n\n\t\t\t {\n  \"name\":\"get_weather\",\"arguments\":"
+                    "{\"city\":\"x\"}}</tool_call>"),
+        std::string(
+            "<tool_call>{\"name\"\n:\"get_weather\"\n,\n\"arguments\"\n:\n{\"city\":\"x\"}\n}"
+            "</tool_call>")}) {
+    INFO(answer);
+    const AssistantMessage m = AssistantOutputParser::ParseWhole(o, answer);
+    REQUIRE(m.tool_calls.size() == 1);
+    CHECK(m.tool_calls[0].complete);
+    CHECK(m.content.empty());
+  }
+}
+
+}  // namespace assistant_output_parser_ws_test
 }  // namespace textgen

@@ -176,7 +176,7 @@ TEST_CASE("every shared template's tool-call and reasoning syntax is recognised"
   CHECK(per_format[kNemotron] == 1);
 }
 
-TEST_CASE("Phi-4-mini's template is recognised; a plain template is generic",
+TEST_CASE("Phi-4-mini's template is recognised, and a plain template is generic",
           "[tool_call_format]") {
   const DetectedChatSyntax phi = DetectChatSyntax(kPhi4MiniTemplate);
   CHECK(phi.tool_format == ToolCallFormat::kPhi4Mini);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "engine/chat/assistant_output_parser.h"
 #include "engine/grammar/compiled_grammar.h"
 #include "engine/grammar/grammar.h"
@@ -246,7 +247,7 @@ TEST_CASE("a named choice allows that function once", "[tool_call_grammar]") {
                              "}\n</tool_call>"));
 }
 
-TEST_CASE("auto: lazy grammars from their triggers; generic JSON applies from the start",
+TEST_CASE("auto: lazy grammars from their triggers, and generic JSON applies from the start",
           "[tool_call_grammar]") {
   ToolCallGrammarOptions o;
   auto hermes = AutoToolCallGrammarFor(ToolCallFormat::kHermes, Tools(), o);
@@ -391,4 +392,59 @@ TEST_CASE("grammar errors name the field", "[tool_call_grammar]") {
 }
 
 }  // namespace tool_call_grammar_test
+
+namespace tool_call_grammar_walk_test {
+
+// A random sentence of `grammar`: byte by byte, each step a random byte the grammar allows
+// (what a model with noise weights does under the constraint), until it must end or may end and
+// a coin says so.
+std::string RandomSentence(const std::shared_ptr<const Grammar>& grammar, std::mt19937_64& rng) {
+  GrammarMatcher m(grammar);
+  std::string out;
+  for (int step = 0; step < 4000; ++step) {
+    if (m.IsTerminated() || (m.CanEnd() && rng() % 8 == 0)) break;
+    std::vector<char> allowed;
+    for (int b = 0; b < 256; ++b) {
+      GrammarMatcher probe = m;
+      const char c = static_cast<char>(b);
+      if (probe.AcceptString(std::string_view(&c, 1))) allowed.push_back(c);
+    }
+    if (allowed.empty()) break;
+    // Whitespace and other free bytes are allowed at many places: prefer the rest sometimes,
+    // so sentences end within the step bound.
+    const char c = allowed[rng() % allowed.size()];
+    REQUIRE(m.AcceptString(std::string_view(&c, 1)));
+    out.push_back(c);
+  }
+  return out;
+}
+
+TEST_CASE("whatever a required grammar lets a model write parses as complete calls",
+          "[tool_call_grammar]") {
+  // The grammar decides what a noise model writes; the parser must then read calls, never
+  // content, from every such answer (the server reports what the parser reads).
+  std::mt19937_64 rng(7);
+  for (ToolCallFormat format :
+       {ToolCallFormat::kHermes, ToolCallFormat::kLlama3Json, ToolCallFormat::kMistralV3,
+        ToolCallFormat::kMistralArgs, ToolCallFormat::kPhi4Mini, ToolCallFormat::kNemotronV2,
+        ToolCallFormat::kGenericJson, ToolCallFormat::kQwen3CoderXml}) {
+    const auto grammar = tool_call_grammar_test::Compile(tool_call_grammar_test::Required(format));
+    AssistantOutputOptions o;
+    o.format = format;
+    o.tools = *ParseTools(tool_call_grammar_test::Tools());
+    o.tool_choice = tool_call_grammar_test::kRequired;
+    for (int i = 0; i < 12; ++i) {
+      const std::string answer = RandomSentence(grammar, rng);
+      INFO(ToolCallFormatName(format) << " answer: [" << answer << "]");
+      GrammarMatcher m(grammar);
+      if (!(m.AcceptString(answer) && m.CanEnd())) continue;  // hit the step bound
+      const AssistantMessage msg = AssistantOutputParser::ParseWhole(o, answer);
+      CHECK(!msg.tool_calls.empty());
+      for (const ParsedToolCall& c : msg.tool_calls) CHECK(c.complete);
+      CHECK(absl::StripAsciiWhitespace(msg.content).empty());
+    }
+  }
+}
+
+}  // namespace tool_call_grammar_walk_test
 }  // namespace textgen
