@@ -223,5 +223,56 @@ TEST_CASE(
                              << documents << " documents validated");
 }
 
+// Bad input never crashes: every suite schema with random parts replaced by random values
+// converts or is refused with InvalidArgument, within the time limit, and what converts parses.
+TEST_CASE("json schema suite: mutated schemas are converted or refused, never crash",
+          "[grammar][json_schema][suite]") {
+  const std::filesystem::path dir =
+      std::filesystem::path(testing::SourceDir()) / "tests/data/json_schema";
+  const std::vector<nlohmann::ordered_json> values = {
+      nullptr, true, false, -1, 0, 3, 2.5, 1e308, -1e308, 18446744073709551615u, "", "x",
+      "string", "integer", "#", "#/$defs/x", "^a+$", "(", nlohmann::ordered_json::array(),
+      nlohmann::ordered_json::object(), {1, 2}, {{"type", "string"}}, {{"$ref", "#"}},
+      {{"anyOf", {true, false}}}, {{"enum", nlohmann::ordered_json::array()}}};
+  std::mt19937_64 rng(20240601);
+  int converted = 0, refused = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename() == "MANIFEST.json") continue;
+    const auto original = nlohmann::ordered_json::parse(Read(entry.path()));
+    for (int round = 0; round < 20; ++round) {
+      nlohmann::ordered_json schema = original;
+      // The nodes of the document, then a few of them replaced.
+      std::vector<nlohmann::ordered_json*> nodes;
+      std::vector<nlohmann::ordered_json*> stack = {&schema};
+      while (!stack.empty()) {
+        nlohmann::ordered_json* j = stack.back();
+        stack.pop_back();
+        nodes.push_back(j);
+        if (j->is_structured()) {
+          for (auto& item : *j) stack.push_back(&item);
+        }
+      }
+      for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k) {
+        *nodes[rng() % nodes.size()] = values[rng() % values.size()];
+        nodes.resize(1);  // replaced nodes may be gone: later picks take the root
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      absl::StatusOr<JsonSchemaGrammar> g = ConvertJsonSchema(schema, "root");
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      INFO(schema.dump());
+      CHECK(s < 1.5);
+      if (!g.ok()) {
+        CHECK(g.status().code() == absl::StatusCode::kInvalidArgument);
+        ++refused;
+        continue;
+      }
+      ++converted;
+      absl::StatusOr<std::shared_ptr<const Grammar>> parsed = ParseGbnf(g->gbnf);
+      if (!parsed.ok()) FAIL(parsed.status().ToString() << "\n" << g->gbnf);
+    }
+  }
+  WARN("mutated schemas: " << converted << " converted, " << refused << " refused");
+}
+
 }  // namespace json_schema_suite_test
 }  // namespace textgen

@@ -601,6 +601,23 @@ TEST_CASE("json schema: schemas that would explode are too complex", "[grammar][
                   small);
 }
 
+TEST_CASE("json schema: counts above the engine's repetition limit", "[grammar][json_schema]") {
+  // Built from counted repetitions of at most 65000, without ambiguity: the parse keeps a few
+  // stacks however long the text.
+  const std::string g = Gbnf(R"({"type": "string", "minLength": 70000, "maxLength": 140000})");
+  for (size_t n : {69999, 70000, 130001, 140000, 140001}) {
+    GrammarMatcher m(testing::MustParse(g));
+    const bool fits = m.AcceptString("\"" + std::string(n, 'a'));
+    CHECK(fits == (n <= 140000));
+    CHECK(m.num_stacks() <= 8);
+    CHECK((fits && m.AcceptString("\"") && m.CanEnd()) == (n >= 70000 && n <= 140000));
+  }
+  // Larger maxima are unbounded (no text gets there); larger minima too complex.
+  CHECK_FALSE(Convert(R"({"type": "string", "maxLength": 1e12})")->max_bytes.has_value());
+  CHECK(Error(R"({"type": "array", "minItems": 1e12})") ==
+        "schema too complex: a repetition of at least 1000000000000 (at most 4000000)");
+}
+
 TEST_CASE("json schema: bounded schemas have a bounded grammar", "[grammar][json_schema]") {
   absl::StatusOr<JsonSchemaGrammar> g = Convert(R"({"type": "object", "properties": {
       "name": {"type": "string", "maxLength": 8}, "age": {"type": "integer", "minimum": 0},
