@@ -55,6 +55,7 @@ class CompiledGrammar {
   };
   CacheStats cache_stats() const;
 
+  // Internal (GrammarMatcher's masks); thread-safe.
   grammar_internal::MaskCache& mask_cache() const { return *cache_; }
 
  private:

@@ -36,7 +36,9 @@ void AppendUtf8(uint32_t cp, std::string* out) {
 
 class Parser {
  public:
-  Parser(std::string_view text, const GrammarLimits& limits) : text_(text), limits_(limits) {}
+  Parser(std::string_view text, const GrammarLimits& limits) : text_(text), limits_(limits) {
+    out_.text = text;
+  }
 
   absl::StatusOr<ParsedGrammar> Run() {
     if (static_cast<int64_t>(text_.size()) > limits_.max_input_bytes) {
@@ -61,30 +63,10 @@ class Parser {
   }
 
   absl::Status ErrorAt(size_t offset, std::string_view message) const {
-    int line = 1, col = 1;
-    for (size_t i = 0; i < offset && i < text_.size(); ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
+    auto [line, col] = out_.LineColumn(offset);
     return absl::InvalidArgumentError(absl::StrCat(line, ":", col, ": ", std::string(message)));
   }
   absl::Status Error(std::string_view message) const { return ErrorAt(pos_, message); }
-  std::pair<int, int> LineCol(size_t offset) const {
-    int line = 1, col = 1;
-    for (size_t i = 0; i < offset; ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    return {line, col};
-  }
 
   // Spaces, tabs and comments; newlines too when `newline_ok` (inside parentheses, after `::=`
   // and `|`), as llama.cpp's parse_space.
@@ -114,7 +96,7 @@ class Parser {
       out_.names.emplace_back(name);
       out_.bodies.emplace_back();
       out_.defined.push_back(false);
-      out_.first_use.push_back(LineCol(offset));
+      out_.first_use.push_back(offset);
     }
     return it->second;
   }
@@ -462,6 +444,19 @@ class Parser {
 };
 
 }  // namespace
+
+std::pair<int, int> ParsedGrammar::LineColumn(size_t offset) const {
+  int line = 1, col = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
 
 absl::StatusOr<ParsedGrammar> Parse(std::string_view text, const GrammarLimits& limits) {
   return Parser(text, limits).Run();

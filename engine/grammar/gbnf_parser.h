@@ -51,10 +51,14 @@ struct Expr {
 };
 
 struct ParsedGrammar {
-  std::vector<std::string> names;              // rule id -> name
-  std::vector<Expr> bodies;                    // rule id -> body (kAlt)
-  std::vector<bool> defined;                   // referenced names may be undefined
-  std::vector<std::pair<int, int>> first_use;  // rule id -> line, column of its first mention
+  std::vector<std::string> names;  // rule id -> name
+  std::vector<Expr> bodies;        // rule id -> body (kAlt)
+  std::vector<bool> defined;       // referenced names may be undefined
+  std::vector<size_t> first_use;   // rule id -> offset of its first mention
+  std::string_view text;           // the source (for LineColumn)
+
+  // 1-based line and column (in bytes) of `offset` in text.
+  std::pair<int, int> LineColumn(size_t offset) const;
   std::vector<Grammar::TokenRef> token_refs;
 };
 

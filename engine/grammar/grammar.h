@@ -31,9 +31,11 @@ struct GrammarLimits {
   int32_t max_nesting = 100;          // nested parentheses
   int32_t max_literal_bytes = 65536;  // one string literal, UTF-8 encoded
   int32_t max_repetition = 65000;     // m and n of {m,n} (llama.cpp refuses m > 2000 too)
-  // Runtime: live parse stacks of one matcher (ambiguous grammars can multiply them); a token or
-  // string that would exceed it is not accepted.
-  int32_t max_stacks = 4096;
+  // Runtime: live parse stacks of one matcher. A pathologically ambiguous grammar (2^n parses
+  // after n bytes) keeps only this many of its parses: the language narrows, memory and time
+  // stay bounded. (A mask computed before the narrowing may then, rarely, allow a token whose
+  // every parse was dropped: AcceptToken refuses it.)
+  int32_t max_stacks = 1024;
   int32_t max_stack_depth = 4096;  // frames of one stack (nesting of recursive rules)
 };
 

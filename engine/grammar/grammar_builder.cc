@@ -238,7 +238,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> GrammarBuilder::Build(std::string
   const size_t named = parsed_.names.size();
   for (size_t i = 0; i < named; ++i) {
     if (!parsed_.defined[i]) {
-      auto [line, col] = parsed_.first_use[i];
+      auto [line, col] = parsed_.LineColumn(parsed_.first_use[i]);
       return absl::InvalidArgumentError(
           absl::StrCat(line, ":", col, ": undefined rule '", parsed_.names[i], "'"));
     }

@@ -47,18 +47,15 @@ std::shared_ptr<const MatcherState> NextState(const CompiledGrammar& compiled,
     for (char c : bytes) {
       ExpandResult r;
       ex.Step(cur, static_cast<uint8_t>(c), Bottom::kWhole, &r);
-      Canonicalize(&r.stacks);
+      Canonicalize(&r.stacks, compiled.limits().max_stacks);
       cur = std::move(r.stacks);
       if (cur.empty()) break;
     }
     stacks.insert(stacks.end(), cur.begin(), cur.end());
   }
-  Canonicalize(&stacks);
+  Canonicalize(&stacks, compiled.limits().max_stacks);
   const bool eog = is_eog && can_end;
-  if ((stacks.empty() && !eog) ||
-      static_cast<int64_t>(stacks.size()) > compiled.limits().max_stacks) {
-    return nullptr;
-  }
+  if (stacks.empty() && !eog) return nullptr;
   auto next = std::make_shared<MatcherState>();
   next->stacks = std::move(stacks);
   next->eog = eog;
@@ -97,11 +94,8 @@ bool GrammarMatcher::AcceptString(std::string_view bytes) {
   for (char c : bytes) {
     ExpandResult r;
     ex.Step(cur, static_cast<uint8_t>(c), Bottom::kWhole, &r);
-    grammar_internal::Canonicalize(&r.stacks);
-    if (r.stacks.empty() ||
-        static_cast<int64_t>(r.stacks.size()) > compiled_->limits().max_stacks) {
-      return false;
-    }
+    grammar_internal::Canonicalize(&r.stacks, compiled_->limits().max_stacks);
+    if (r.stacks.empty()) return false;
     cur = std::move(r.stacks);
   }
   auto next = std::make_shared<MatcherState>();
@@ -139,9 +133,10 @@ int GrammarMatcher::num_stacks() const { return static_cast<int>(state_->stacks.
 
 void GrammarMatcher::FillNextTokenMask(TokenBitmask* mask) const {
   const GrammarVocab* vocab = compiled_->vocab();
-  mask->Resize(vocab == nullptr ? 0 : vocab->size());
-  if (vocab == nullptr || state_->eog) return;
-  grammar_internal::FillMask(*compiled_, *state_, mask);
+  const int32_t size = vocab == nullptr ? 0 : vocab->size();
+  if (mask->size() != size) mask->Resize(size);
+  if (vocab == nullptr) return;
+  grammar_internal::FillMask(*compiled_, *state_, mask);  // clears it first
 }
 
 void GrammarMatcher::ApplyMask(absl::Span<float> logits) const {

@@ -4,6 +4,23 @@
 #include <numeric>
 
 namespace textgen {
+namespace {
+
+std::vector<int32_t> NextSmaller(const std::vector<int32_t>& lcp) {
+  const int32_t n = static_cast<int32_t>(lcp.size());
+  std::vector<int32_t> out(n, n);
+  std::vector<int32_t> pending;  // indices whose next smaller is not known yet (lcp ascending)
+  for (int32_t j = 0; j < n; ++j) {
+    while (!pending.empty() && lcp[pending.back()] > lcp[j]) {
+      out[pending.back()] = j;
+      pending.pop_back();
+    }
+    pending.push_back(j);
+  }
+  return out;
+}
+
+}  // namespace
 
 std::shared_ptr<const GrammarVocab> GrammarVocab::Create(const Tokenizer& tokenizer) {
   const int32_t n = tokenizer.vocab_size();
@@ -78,6 +95,25 @@ void GrammarVocab::Finish() {
     sorted_offsets_.push_back(static_cast<uint32_t>(sorted_data_.size()));
     max_token_bytes_ = std::max(max_token_bytes_, static_cast<int32_t>(b.size()));
     prev = b;
+  }
+  next_smaller_ = NextSmaller(lcp_);
+  std::string_view prev_long;
+  for (int32_t i = 0; i < num_sorted(); ++i) {
+    std::string_view b = sorted_bytes(i);
+    if (static_cast<int32_t>(b.size()) <= kLongTokenBytes) continue;
+    size_t l = 0;
+    while (l < prev_long.size() && l < b.size() && prev_long[l] == b[l]) ++l;
+    long_tokens_.push_back(i);
+    long_lcp_.push_back(static_cast<int32_t>(l));
+    prev_long = b;
+  }
+  long_next_smaller_ = NextSmaller(long_lcp_);
+  const size_t words = (static_cast<size_t>(size()) + 63) / 64;
+  tokens_up_to_.assign(kLongTokenBytes + 1, std::vector<uint64_t>(words, 0));
+  for (int32_t id : sorted_ids_) {
+    for (int32_t n = token_length(id); n <= kLongTokenBytes; ++n) {
+      tokens_up_to_[n][id >> 6] |= uint64_t{1} << (id & 63);
+    }
   }
 }
 

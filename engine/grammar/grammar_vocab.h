@@ -17,9 +17,10 @@ namespace textgen {
 // Immutable; safe to share across threads.
 class GrammarVocab {
  public:
-  // Built once per tokenizer (~100 ms for 262k tokens). Control, unknown and unused tokens have
-  // no bytes (only a token element such as <[id]> or <|im_end|> matches them); EOG tokens are
-  // never matched by bytes: they are allowed exactly where the grammar can end.
+  // Built once per tokenizer (0.1-0.3 s for 128k-262k tokens: keep it with the model). Control,
+  // unknown and unused tokens have no bytes (only a token element such as <[id]> or <|im_end|>
+  // matches them); EOG tokens are never matched by bytes: they are allowed exactly where the
+  // grammar can end.
   static std::shared_ptr<const GrammarVocab> Create(const Tokenizer& tokenizer);
   // For tests and other token sources: token id -> bytes ("" = matched by token elements only),
   // the EOG ids, and the texts token elements may name (<|im_end|> -> id).
@@ -43,8 +44,25 @@ class GrammarVocab {
     return std::string_view(sorted_data_)
         .substr(sorted_offsets_[i], sorted_offsets_[i + 1] - sorted_offsets_[i]);
   }
+  const char* sorted_data() const { return sorted_data_.data(); }
+  const uint32_t* sorted_offsets() const { return sorted_offsets_.data(); }  // [num_sorted + 1]
   int32_t lcp(int32_t i) const { return lcp_[i]; }
+  // The first j > i with lcp(j) < lcp(i) (num_sorted() if none): every token between shares
+  // token i's first lcp(i) bytes, so a walk skips a dead subtree in a few jumps.
+  int32_t next_smaller(int32_t i) const { return next_smaller_[i]; }
   int32_t max_token_bytes() const { return max_token_bytes_; }
+  const std::vector<int32_t>& lcp_array() const { return lcp_; }
+  const std::vector<int32_t>& next_smaller_array() const { return next_smaller_; }
+
+  // Tokens longer than kLongTokenBytes (the mask cache classifies them apart, see
+  // mask_cache.h): sorted-order indices ascending, with lcp and next_smaller among themselves.
+  static constexpr int32_t kLongTokenBytes = 32;
+  const std::vector<int32_t>& long_tokens() const { return long_tokens_; }
+  const std::vector<int32_t>& long_lcp() const { return long_lcp_; }
+  const std::vector<int32_t>& long_next_smaller() const { return long_next_smaller_; }
+  // Bitset [ceil(size / 64)] of the byte-matchable tokens of 1..n bytes, n <= kLongTokenBytes.
+  const std::vector<uint64_t>& tokens_up_to(int32_t n) const { return tokens_up_to_[n]; }
+  int32_t token_length(int32_t id) const { return static_cast<int32_t>(bytes(id).size()); }
 
  private:
   GrammarVocab() = default;
@@ -59,6 +77,9 @@ class GrammarVocab {
   std::string sorted_data_;
   std::vector<uint32_t> sorted_offsets_;  // [num_sorted + 1]
   std::vector<int32_t> lcp_;
+  std::vector<int32_t> next_smaller_;
+  std::vector<int32_t> long_tokens_, long_lcp_, long_next_smaller_;
+  std::vector<std::vector<uint64_t>> tokens_up_to_;
   int32_t max_token_bytes_ = 0;
 };
 

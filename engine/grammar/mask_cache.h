@@ -12,11 +12,11 @@
 // Popping a rule whose only call site is fixed continues at that call site's return node, so a
 // JSON object's properties are followed across rule boundaries without any uncertainty.
 //
-// Repeat counts: a key whose repeat frame still needs or allows more than kClampBytes iterations
-// stores "more than kClampBytes" instead (Frame::kSticky / kInf), so `char{0,1000}` shares one
-// entry for most positions. That entry is exact for tokens of at most kClampBytes bytes (each
-// iteration consumes a byte); longer tokens are classified in a second, exact-key entry that
-// walks only them.
+// Repeat counts: in a key whose repeat frame has a bound (char{0,100}), a short entry forgets the
+// upper bound (and a lower bound above kClampBytes becomes Frame::kSticky), so one entry serves
+// most positions of the repetition. It is exact for tokens of at most T = min(remaining maximum,
+// kClampBytes) bytes (each iteration consumes a byte), and is used for those only; the tokens
+// longer than T are classified by a second entry with the exact key, which walks only them.
 #ifndef TEXTGEN_ENGINE_GRAMMAR_MASK_CACHE_H_
 #define TEXTGEN_ENGINE_GRAMMAR_MASK_CACHE_H_
 
@@ -60,27 +60,33 @@ struct MaskEntry {
 // time per grammar) but not the lookup lock.
 class MaskCache {
  public:
-  static constexpr int kClampBytes = 32;
-  enum class Part : uint8_t { kAll, kShort, kLong };
+  static constexpr int32_t kClampBytes = GrammarVocab::kLongTokenBytes;
+  enum class Part : uint8_t {
+    kAll,    // every token, exact key
+    kShort,  // tokens of at most kClampBytes bytes, repeat counts clamped
+    kLong,   // tokens longer than a threshold, exact key
+  };
+  // How a stack's mask is assembled: one kAll entry, or (split) the kShort entry restricted to
+  // tokens of at most `threshold` bytes plus the kLong entry of the longer ones.
+  struct Plan {
+    bool split = false;
+    int32_t threshold = 0;
+  };
 
   explicit MaskCache(const CompiledGrammar& compiled);
   ~MaskCache();
 
-  // The entry for the top frames of `stack` (kAll: every token; kShort: tokens of at most
-  // kClampBytes bytes, with counts clamped; kLong: the longer ones). Never null.
-  const MaskEntry* Get(const Stack& stack, Part part);
-  // Whether the stack's key has counts above kClampBytes (then kShort + kLong, else kAll).
-  bool NeedsClamp(const Stack& stack) const;
+  Plan MakePlan(const Stack& stack) const;
+  // The entry for the top frames of `stack`. Never null; valid as long as the cache.
+  const MaskEntry* Get(const Stack& stack, Part part, int32_t threshold);
 
   CompiledGrammar::CacheStats stats() const;
 
  private:
-  std::vector<uint64_t> MakeKey(const Stack& stack, Part part) const;
+  std::vector<uint64_t> MakeKey(const Stack& stack, Part part, int32_t threshold) const;
   std::unique_ptr<MaskEntry> Compute(const std::vector<uint64_t>& key);
 
   const CompiledGrammar& compiled_;
-  std::vector<int32_t> long_tokens_;  // sorted-order indices of tokens longer than kClampBytes
-  std::vector<int32_t> long_lcp_;     // lcp with the previous long token
 
   mutable std::shared_mutex mu_;
   absl::flat_hash_map<std::vector<uint64_t>, std::unique_ptr<MaskEntry>> entries_;

@@ -141,9 +141,10 @@ void Expander::StepToken(const std::vector<Stack>& in, const std::vector<int32_t
   }
 }
 
-void Canonicalize(std::vector<Stack>* stacks) {
+void Canonicalize(std::vector<Stack>* stacks, int32_t max_stacks) {
   std::sort(stacks->begin(), stacks->end());
   stacks->erase(std::unique(stacks->begin(), stacks->end()), stacks->end());
+  if (static_cast<int64_t>(stacks->size()) > max_stacks) stacks->resize(max_stacks);
 }
 
 }  // namespace textgen::grammar_internal

@@ -71,8 +71,10 @@ class Expander {
   absl::flat_hash_set<std::vector<uint64_t>> seen_;
 };
 
-// Sorts and deduplicates stacks (the canonical form of a matcher state).
-void Canonicalize(std::vector<Stack>* stacks);
+// Sorts and deduplicates stacks (the canonical form of a matcher state), then keeps at most
+// `max_stacks` of them (the first in that order): a pathologically ambiguous grammar narrows to
+// some of its parses instead of growing without bound.
+void Canonicalize(std::vector<Stack>* stacks, int32_t max_stacks = 1 << 30);
 
 // One immutable GrammarMatcher state; states form a chain back to the start (for Rollback).
 struct MatcherState {

@@ -54,7 +54,7 @@ TEST_CASE("gbnf: any character", "[grammar][parser]") {
   CHECK_FALSE(Matches("root ::= .", ""));
 }
 
-TEST_CASE("gbnf: alternatives, groups, sequences and newlines", "[grammar][parser]") {
+TEST_CASE("gbnf: alternatives groups sequences and newlines", "[grammar][parser]") {
   const char* g = R"(
 # a comment line
 root ::= greeting " " name   # trailing comment

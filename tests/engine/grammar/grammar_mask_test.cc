@@ -1,8 +1,10 @@
 // The fast masks (mask cache + run-time checks) against the definition: a token is allowed iff
 // AcceptToken on a copy of the matcher succeeds, for every token of real vocabularies.
 #include <catch2/catch.hpp>
+#include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/grammar/compiled_grammar.h"
@@ -16,6 +18,14 @@ namespace textgen {
 namespace grammar_mask_test {
 
 using testing::MustParse;
+
+// Under sanitizers (a slower build that looks for memory errors, not mask coverage) the checks
+// against the reference run on fewer states.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr int kScale = 4;
+#else
+constexpr int kScale = 1;
+#endif
 
 std::shared_ptr<const GrammarVocab> Vocab(const std::string& model) {
   return GrammarVocab::Create(testing::GgufTokenizer(model));
@@ -63,7 +73,8 @@ void CheckAlongDocument(const std::shared_ptr<const CompiledGrammar>& compiled,
   GrammarMatcher m(compiled);
   std::vector<int32_t> ids = tok.Encode(doc, /*add_bos=*/false);
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (static_cast<int>(i) % stride == 0) CheckMask(m, "before token " + std::to_string(i));
+    if (static_cast<int>(i) % (stride * kScale) == 0)
+      CheckMask(m, "before token " + std::to_string(i));
     TokenBitmask mask;
     m.FillNextTokenMask(&mask);
     REQUIRE(mask.Test(ids[i]));
@@ -74,10 +85,12 @@ void CheckAlongDocument(const std::shared_ptr<const CompiledGrammar>& compiled,
 }
 
 // Picks random allowed tokens (as a model with noise weights would), checking every mask.
-void RandomWalk(const std::shared_ptr<const CompiledGrammar>& compiled, uint32_t seed, int steps) {
+// `max_parses`: stop early in states with more parse stacks (the reference is slow there).
+void RandomWalk(const std::shared_ptr<const CompiledGrammar>& compiled, uint32_t seed, int steps,
+                int max_parses = 1 << 30) {
   std::mt19937 rng(seed);
   GrammarMatcher m(compiled);
-  for (int step = 0; step < steps && !m.IsTerminated(); ++step) {
+  for (int step = 0; step < steps && !m.IsTerminated() && m.num_stacks() <= max_parses; ++step) {
     CheckMask(m, "seed " + std::to_string(seed) + " step " + std::to_string(step));
     TokenBitmask mask;
     m.FillNextTokenMask(&mask);
@@ -91,18 +104,106 @@ void RandomWalk(const std::shared_ptr<const CompiledGrammar>& compiled, uint32_t
   }
 }
 
-TEST_CASE("masks: schema grammar along documents, Qwen3 vocabulary", "[grammar][mask][slow]") {
+TEST_CASE("masks: schema grammar along documents on the Qwen3 vocabulary",
+          "[grammar][mask][slow]") {
   const Tokenizer& tok = testing::GgufTokenizer("vocab/ggml-vocab-qwen3.gguf");
   auto compiled = Compile(testing::kPersonSchemaGbnf, GrammarVocab::Create(tok));
   CheckAlongDocument(compiled, tok, testing::kPersonDocs[0], 5);
   CheckAlongDocument(compiled, tok, testing::kPersonDocs[3], 7);
 }
 
-TEST_CASE("masks: free JSON along documents, Llama 3.1 vocabulary", "[grammar][mask][slow]") {
+TEST_CASE("masks: free JSON along documents on the Llama 3.1 vocabulary", "[grammar][mask][slow]") {
   const Tokenizer& tok = testing::GgufTokenizer("vocab/ggml-vocab-llama3.1.gguf");
   auto compiled = Compile(testing::kJsonGbnf, GrammarVocab::Create(tok));
   CheckAlongDocument(compiled, tok, testing::kJsonDocs[0], 6);
   CheckAlongDocument(compiled, tok, testing::kJsonDocs[1], 9);
+}
+
+// A random grammar over letters, spaces and punctuation: literals, classes (negated, `.`),
+// groups, every repetition kind (small and large bounds, around the 32-byte clamp), rule
+// references to later rules and right recursion.
+std::string RandomGrammar(std::mt19937& rng) {
+  const int num_rules = 2 + static_cast<int>(rng() % 4);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  const char* classes[] = {"[a-e]", "[^a-m]", ".", "[ a-z]", "[.,!?]", "[^ ]"};
+  const char* reps[] = {"*", "+", "?", "{2}", "{0,3}", "{1,40}", "{2,35}", "{3,}", "{0,100}"};
+  std::function<std::string(int, int)> item;
+  auto seq = [&](int rule, int depth) {
+    std::string s;
+    int n = 1 + pick(3);
+    for (int i = 0; i < n; ++i) s += item(rule, depth) + " ";
+    if (pick(5) == 0) s += "\" \" r" + std::to_string(rule);  // right recursion after a literal
+    return s;
+  };
+  item = [&](int rule, int depth) -> std::string {
+    std::string s;
+    switch (pick(depth < 2 ? 5 : 4)) {
+      case 0: {
+        s = "\"";
+        for (int i = 0, n = 1 + pick(3); i < n; ++i) s += "abcdehst .,"[pick(11)];
+        s += "\"";
+        break;
+      }
+      case 1:
+        s = classes[pick(6)];
+        break;
+      case 2:
+        if (rule + 1 < num_rules) {
+          s = "r" + std::to_string(rule + 1 + pick(num_rules - rule - 1));
+        } else {
+          s = "\"e\"";
+        }
+        break;
+      case 3:
+        s = "[a-z]";
+        break;
+      default:
+        s = "(" + seq(rule, depth + 1) + " | " + seq(rule, depth + 1) + ")";
+        break;
+    }
+    if (pick(3) == 0) s += reps[pick(9)];
+    return s;
+  };
+  std::string g = "root ::= r0\n";
+  for (int r = 0; r < num_rules; ++r) {
+    g += "r" + std::to_string(r) + " ::= " + seq(r, 0);
+    if (pick(2) == 0) g += " | " + seq(r, 0);
+    g += "\n";
+  }
+  return g;
+}
+
+TEST_CASE("masks: random grammars on stories260K", "[grammar][mask]") {
+  auto vocab = Vocab(testing::kStories260K);
+  std::mt19937 rng(2024);
+  int checked = 0;
+  for (int i = 0; i < 60; ++i) {
+    std::string gbnf = RandomGrammar(rng);
+    INFO(gbnf);
+    absl::StatusOr<std::shared_ptr<const Grammar>> g = ParseGbnf(gbnf);
+    if (!g.ok()) continue;  // e.g. left recursion through a nullable prefix
+    auto compiled = CompiledGrammar::Compile(*g, vocab);
+    REQUIRE(compiled.ok());
+    RandomWalk(*compiled, static_cast<uint32_t>(i), 25);
+    ++checked;
+  }
+  CHECK(checked >= 40);
+}
+
+TEST_CASE("masks: random grammars on Qwen3", "[grammar][mask][slow]") {
+  auto vocab = Vocab("vocab/ggml-vocab-qwen3.gguf");
+  std::mt19937 rng(77);
+  int checked = 0;
+  while (checked < 2) {
+    std::string gbnf = RandomGrammar(rng);
+    INFO(gbnf);
+    absl::StatusOr<std::shared_ptr<const Grammar>> g = ParseGbnf(gbnf);
+    if (!g.ok()) continue;
+    auto compiled = CompiledGrammar::Compile(*g, vocab);
+    REQUIRE(compiled.ok());
+    RandomWalk(*compiled, static_cast<uint32_t>(checked), 6 / kScale, /*max_parses=*/16);
+    ++checked;
+  }
 }
 
 TEST_CASE("masks: random walks on stories260K", "[grammar][mask]") {
@@ -116,9 +217,46 @@ TEST_CASE("masks: random walks on stories260K", "[grammar][mask]") {
 TEST_CASE("masks: random walks on Qwen3", "[grammar][mask][slow]") {
   auto vocab = Vocab("vocab/ggml-vocab-qwen3.gguf");
   auto compiled = Compile(testing::kPersonSchemaGbnf, vocab);
-  RandomWalk(compiled, 7, 12);
+  RandomWalk(compiled, 7, 12 / kScale);
   auto json = Compile(testing::kJsonGbnf, vocab);
-  RandomWalk(json, 8, 12);
+  RandomWalk(json, 8, 12 / kScale);
+}
+
+// The masks along a document's tokens.
+std::vector<TokenBitmask> MasksAlong(const std::shared_ptr<const CompiledGrammar>& compiled,
+                                     const std::vector<int32_t>& ids) {
+  std::vector<TokenBitmask> masks;
+  GrammarMatcher m(compiled);
+  for (int32_t id : ids) {
+    masks.emplace_back();
+    m.FillNextTokenMask(&masks.back());
+    if (!m.AcceptToken(id)) break;
+  }
+  return masks;
+}
+
+TEST_CASE("masks: one compiled grammar shared by threads", "[grammar][mask]") {
+  const Tokenizer& tok = testing::GgufTokenizer("vocab/ggml-vocab-qwen3.gguf");
+  auto vocab = GrammarVocab::Create(tok);
+  const std::string docs[] = {testing::kPersonDocs[0], testing::kPersonDocs[1],
+                              testing::kPersonDocs[2]};
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::string& d : docs) ids.push_back(tok.Encode(d, false));
+  // Each thread fills the shared mask cache while the others read it.
+  auto shared = Compile(testing::kPersonSchemaGbnf, vocab);
+  std::vector<std::vector<TokenBitmask>> got(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] { got[t] = MasksAlong(shared, ids[t]); });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 3; ++t) {
+    std::vector<TokenBitmask> alone =
+        MasksAlong(Compile(testing::kPersonSchemaGbnf, vocab), ids[t]);
+    REQUIRE(alone.size() == ids[t].size());
+    REQUIRE(got[t].size() == alone.size());
+    for (size_t i = 0; i < alone.size(); ++i) CHECK(got[t][i] == alone[i]);
+  }
 }
 
 }  // namespace grammar_mask_test
