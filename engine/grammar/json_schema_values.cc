@@ -313,35 +313,41 @@ absl::StatusOr<Expr> SchemaConverter::StringExpr(const Conj& conj) {
   if (!patterns.empty() && !formats.empty()) {
     return refuse("pattern", patterns[0].second, "together with \"format\"");
   }
-  // minLength / maxLength beside a pattern or format only if its texts already satisfy them.
+  // minLength / maxLength beside a format only if its texts already satisfy them; beside a
+  // pattern, also if the pattern is anchored and a repetition in it can take them.
+  const auto bounded_by = [&](int64_t lo, int64_t hi) {
+    return lo >= min_len && (max_len < 0 || (hi >= 0 && hi <= max_len));
+  };
   Expr content;
-  int64_t lo = 0, hi = -1;
   if (!patterns.empty()) {
     TG_ASSIGN_OR_RETURN(ParsedRegex regex, ParseRegex(patterns[0].first));
-    lo = INT64_MAX, hi = 0;
-    for (const RegexBranch& branch : regex.branches) {
-      int64_t a, b;
-      RegexLengthBounds(branch.node, a, b);
-      if (!branch.anchored_start || !branch.anchored_end) b = -1;
-      lo = std::min(lo, a);
-      hi = (hi < 0 || b < 0) ? -1 : std::max(hi, b);
+    for (RegexBranch& branch : regex.branches) {
+      int64_t lo, hi;
+      RegexLengthBounds(branch.node, lo, hi);
+      if (!branch.anchored_start || !branch.anchored_end) hi = -1;
+      if (bounded_by(lo, hi)) continue;
+      std::optional<RegexNode> constrained;
+      if (branch.anchored_start && branch.anchored_end) {
+        constrained = ConstrainLength(branch.node, min_len, max_len);
+      }
+      if (!constrained) {
+        return refuse(min_len > lo ? "minLength" : "maxLength", length_ptr,
+                      "together with a \"pattern\" whose lengths it cannot bound (anchor the "
+                      "pattern with ^ and $ and let one repetition take the length)");
+      }
+      branch.node = *std::move(constrained);
     }
     content = pieces_.PatternContent(regex);
   } else if (!formats.empty()) {
+    int64_t lo, hi;
     FormatLengths(formats[0].first, lo, hi);
+    if (!bounded_by(lo, hi)) {
+      return refuse(min_len > lo ? "minLength" : "maxLength", length_ptr,
+                    "together with a \"format\" whose texts it does not bound");
+    }
     content = pieces_.Format(formats[0].first);
   } else {
     content = b_.Repeat(pieces_.AnyChar(), min_len, max_len);
-  }
-  if (!patterns.empty() || !formats.empty()) {
-    const bool min_holds = lo >= min_len;
-    const bool max_holds = max_len < 0 || (hi >= 0 && hi <= max_len);
-    if (!min_holds || !max_holds) {
-      const bool is_pattern = !patterns.empty();
-      return refuse(min_holds ? "maxLength" : "minLength", length_ptr,
-                    is_pattern ? "together with a \"pattern\" whose texts it does not bound"
-                               : "together with a \"format\" whose texts it does not bound");
-    }
   }
   return b_.Seq({b_.Literal("\""), content, b_.Literal("\"")});
 }

@@ -225,9 +225,21 @@ TEST_CASE("json schema: pattern", "[grammar][json_schema]") {
   // Lengths beside a pattern only where the pattern already bounds them.
   Check(R"({"type": "string", "pattern": "^[0-9]{4}$", "minLength": 4, "maxLength": 4})",
         {R"("1234")"}, {R"("123")"});
-  CHECK(Error(R"({"pattern": "^[0-9]+$", "maxLength": 4})") ==
+  // ... or where one repetition of an anchored pattern can take them.
+  Check(R"({"type": "string", "pattern": "^[0-9]+$", "maxLength": 4})", {R"("1")", R"("1234")"},
+        {R"("")", R"("12345")"});
+  Check(R"({"type": "string", "pattern": "^[A-Z]-(ab)*$|^x?$", "minLength": 3, "maxLength": 6})",
+        {R"("A-ab")", R"("B-abab")"}, {R"("A-")", R"("A-ababab")", R"("x")", R"("")"});
+  // Several parts of variable length when all but one have few fixed-length forms.
+  Check(R"({"type": "string", "pattern": "^(?:[A-Z]{2}-)?\\d+$", "maxLength": 8})",
+        {R"("AB-12345")", R"("12345678")", R"("AB-1")"},
+        {R"("AB-123456")", R"("123456789")", R"("AB-")"});
+  CHECK(Error(R"({"pattern": "^a+b*$", "maxLength": 4})") ==
         "unsupported JSON Schema keyword \"maxLength\" at the root: together with a \"pattern\" "
-        "whose texts it does not bound");
+        "whose lengths it cannot bound (anchor the pattern with ^ and $ and let one repetition "
+        "take the length)");
+  CHECK(Error(R"({"pattern": "[0-9]", "minLength": 2})").find(
+            "unsupported JSON Schema keyword \"minLength\"") == 0);
   CHECK(Error(R"j({"properties": {"p": {"pattern": "(?=a)"}}})j") ==
         "\"pattern\" at /properties/p: unsupported regex feature at offset 0: lookahead assertion");
   CHECK(Error(R"({"pattern": "(a"})") ==
