@@ -87,7 +87,9 @@ struct JsonSchemaOptions {
   int64_t max_size = 200000;     // about automaton nodes (the engine's limit is 500000)
   int max_enum_values = 4096;
   int max_depth = 128;  // nested subschemas being converted at once (and JSON nesting)
-  absl::Duration time_limit = absl::Seconds(1);
+  // Real schemas convert in a few milliseconds; this bounds pathological ones (well under a
+  // second with the engine's parse and compile).
+  absl::Duration time_limit = absl::Milliseconds(500);
 };
 
 // GBNF text whose `root` rule accepts exactly the JSON texts valid under `schema` (the

@@ -119,6 +119,7 @@ absl::StatusOr<bool> SchemaConverter::Disjoint(const Summary& a, const Summary& 
       }
     }
     for (size_t i = 0; !separated && depth < kMaxDepth && i < a.required.size(); ++i) {
+      TG_RETURN_IF_ERROR(b_.CheckDeadline());
       const std::string& name = a.required[i];
       if (std::find(b.required.begin(), b.required.end(), name) == b.required.end()) continue;
       Summary values[2];

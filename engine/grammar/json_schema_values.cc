@@ -149,11 +149,14 @@ absl::StatusOr<Expr> SchemaConverter::Distribute(const Conj& conj, size_t index,
   if (std::string_view(keyword) == "oneOf") {
     std::vector<Summary> summaries;
     for (const Conj& c : conjs) {
+      TG_RETURN_IF_ERROR(b_.CheckDeadline());
       TG_ASSIGN_OR_RETURN(Summary s, Summarize(c, types, 0));
       summaries.push_back(std::move(s));
     }
     for (size_t i = 0; i < conjs.size(); ++i) {
+      TG_RETURN_IF_ERROR(b_.CheckDeadline());
       for (size_t j = 0; j < i; ++j) {
+        if (j % 64 == 63) TG_RETURN_IF_ERROR(b_.CheckDeadline());
         TG_ASSIGN_OR_RETURN(const bool disjoint, Disjoint(summaries[j], summaries[i], 0));
         if (!disjoint) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -267,6 +270,7 @@ absl::StatusOr<std::vector<bool>> SchemaConverter::Accepts(const Conj& conj, uin
     return grammar.status();
   }
   for (size_t i = 0; i < texts.size(); ++i) {
+    if (i % 64 == 63) TG_RETURN_IF_ERROR(b_.CheckDeadline());
     TG_ASSIGN_OR_RETURN(const bool accepted, accepts_(grammar->gbnf, texts[i]));
     out[i] = accepted;
   }

@@ -605,6 +605,14 @@ TEST_CASE("json schema: schemas that would explode are too complex", "[grammar][
   defs["d6000"] = {{"type", "integer"}};
   JsonSchemaOptions shallow;
   CheckTooComplex(nlohmann::ordered_json{{"$defs", defs}, {"$ref", "#/$defs/d0"}}.dump(), shallow);
+  // oneOf exclusivity checks are quadratic in the branches.
+  nlohmann::ordered_json branches = nlohmann::ordered_json::array();
+  for (int i = 0; i < 2000; ++i) {
+    branches.push_back({{"type", "object"},
+                        {"properties", {{"k", {{"const", i}}}}},
+                        {"required", {"k"}}});
+  }
+  CheckTooComplex(nlohmann::ordered_json{{"oneOf", branches}}.dump());
   // The limits are options.
   JsonSchemaOptions small;
   small.max_rules = 3;
