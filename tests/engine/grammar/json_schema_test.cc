@@ -605,6 +605,19 @@ TEST_CASE("json schema: schemas that would explode are too complex", "[grammar][
   defs["d6000"] = {{"type", "integer"}};
   JsonSchemaOptions shallow;
   CheckTooComplex(nlohmann::ordered_json{{"$defs", defs}, {"$ref", "#/$defs/d0"}}.dump(), shallow);
+  // allOf reaching the same definitions along many paths (a diamond per level).
+  nlohmann::ordered_json diamond = nlohmann::ordered_json::object();
+  for (int i = 0; i < 60; ++i) {
+    diamond["d" + std::to_string(i)] = {
+        {"allOf", {{{"$ref", "#/$defs/d" + std::to_string(i + 1)}},
+                   {{"$ref", "#/$defs/d" + std::to_string(i + 2)}}}}};
+  }
+  diamond["d60"] = {{"type", "string"}};
+  diamond["d61"] = {{"maxLength", 3}};
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(ConvertJsonSchema(nlohmann::ordered_json{{"$defs", diamond}, {"$ref", "#/$defs/d0"}},
+                          "root").ok());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
   // oneOf exclusivity checks are quadratic in the branches.
   nlohmann::ordered_json branches = nlohmann::ordered_json::array();
   for (int i = 0; i < 2000; ++i) {
