@@ -417,8 +417,7 @@ absl::Status SchemaConverter::FlattenInto(const std::string& ptr, Conj& conj,
   }
   if (auto all = schema->find("allOf"); all != schema->end()) {
     for (size_t i = 0; i < all->size(); ++i) {
-      TG_RETURN_IF_ERROR(
-          FlattenInto(Child(PointerChild(ptr, "allOf"), i), conj, chain, visited));
+      TG_RETURN_IF_ERROR(FlattenInto(Child(PointerChild(ptr, "allOf"), i), conj, chain, visited));
     }
   }
   chain.pop_back();

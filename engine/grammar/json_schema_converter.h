@@ -105,7 +105,7 @@ class SchemaConverter {
   absl::StatusOr<Expr> ConvertBody(const Conj& conj, uint8_t types, int depth);
   absl::StatusOr<Expr> Distribute(const Conj& conj, size_t part, const char* keyword, uint8_t types,
                                   int depth);
-  absl::StatusOr<Expr> EnumExpr(const Conj& conj, uint8_t types, int depth);
+  absl::StatusOr<Expr> EnumExpr(const Conj& conj, uint8_t types);
   // Which of `texts` the grammar of (conj, types) accepts.
   absl::StatusOr<std::vector<bool>> Accepts(const Conj& conj, uint8_t types,
                                             const std::vector<std::string>& texts);
@@ -132,7 +132,7 @@ class SchemaConverter {
     std::vector<std::string> false_properties;     // declared with the false schema
     bool Forbids(const std::string& name) const;
   };
-  absl::StatusOr<Summary> Summarize(const Conj& conj, uint8_t types, int depth);
+  absl::StatusOr<Summary> Summarize(const Conj& conj, uint8_t types);
   absl::StatusOr<bool> Disjoint(const Summary& a, const Summary& b, int depth);
 
   const Json& doc_;

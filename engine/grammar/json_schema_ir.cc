@@ -254,9 +254,8 @@ GbnfBuilder::Expr GbnfBuilder::Repeat(Expr e, int64_t min, int64_t max) {
   if (max > kUnboundedAbove) max = -1;
   if (max >= 0 && min > max) return kNeverExpr;
   if (min > kMaxMinimumRepetition) {
-    Fail(absl::InvalidArgumentError(absl::StrCat(
-        "schema too complex: a repetition of at least ", min, " (at most ",
-        kMaxMinimumRepetition, ")")));
+    Fail(absl::InvalidArgumentError(absl::StrCat("schema too complex: a repetition of at least ",
+                                                 min, " (at most ", kMaxMinimumRepetition, ")")));
     return kNeverExpr;
   }
   if (e == kNeverExpr) return min == 0 ? kEmptyExpr : kNeverExpr;

@@ -46,8 +46,8 @@ class JsonPieces {
   // The regex's texts (whole-text match) as raw characters, for RegexToGbnf.
   Expr RegexPlain(const ParsedRegex& regex);
 
-  // Known `format` names (content between the quotes; every format's texts are printable
-  // ASCII without " or \). nullopt for an unknown format.
+  // The supported `format` names, and a format's grammar (the content between the quotes;
+  // every format's texts are printable ASCII without " or \). Never for an unknown name.
   static bool IsKnownFormat(std::string_view name);
   Expr Format(std::string_view name);
 

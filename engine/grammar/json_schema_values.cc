@@ -50,8 +50,7 @@ absl::StatusOr<JsonSchemaGrammar> SchemaConverter::Run() {
 
 absl::StatusOr<JsonSchemaGrammar> SchemaConverter::RunConj(const Conj& conj, uint8_t types) {
   for (const Part& p : conj.parts) TG_RETURN_IF_ERROR(CheckKeywords(p.ptr));
-  TG_ASSIGN_OR_RETURN(Expr root, Convert(conj, types, "root", 0, GbnfBuilder::kRoot));
-  (void)root;
+  TG_RETURN_IF_ERROR(Convert(conj, types, "root", 0, GbnfBuilder::kRoot).status());
   TG_ASSIGN_OR_RETURN(GbnfGrammar g,
                       b_.Finish(empty_reason_.empty()
                                     ? "the schema admits no JSON value (its constraints contradict)"
@@ -109,7 +108,7 @@ absl::StatusOr<Expr> SchemaConverter::ConvertBody(const Conj& conj, uint8_t type
     if (Keyword(conj.parts[i], "oneOf")) return Distribute(conj, i, "oneOf", types, depth);
   }
   for (const Part& p : conj.parts) {
-    if (Keyword(p, "enum") || Keyword(p, "const")) return EnumExpr(conj, types, depth);
+    if (Keyword(p, "enum") || Keyword(p, "const")) return EnumExpr(conj, types);
   }
   std::vector<Expr> alts;
   if (types & kNull) alts.push_back(pieces_.Null());
@@ -150,7 +149,7 @@ absl::StatusOr<Expr> SchemaConverter::Distribute(const Conj& conj, size_t index,
     std::vector<Summary> summaries;
     for (const Conj& c : conjs) {
       TG_RETURN_IF_ERROR(b_.CheckDeadline());
-      TG_ASSIGN_OR_RETURN(Summary s, Summarize(c, types, 0));
+      TG_ASSIGN_OR_RETURN(Summary s, Summarize(c, types));
       summaries.push_back(std::move(s));
     }
     for (size_t i = 0; i < conjs.size(); ++i) {
@@ -178,8 +177,7 @@ absl::StatusOr<Expr> SchemaConverter::Distribute(const Conj& conj, size_t index,
   return b_.Alt(std::move(alts));
 }
 
-absl::StatusOr<Expr> SchemaConverter::EnumExpr(const Conj& conj, uint8_t types, int depth) {
-  (void)depth;
+absl::StatusOr<Expr> SchemaConverter::EnumExpr(const Conj& conj, uint8_t types) {
   // The values every enum / const of the conjunction allows, in the first one's order.
   std::optional<std::vector<const Json*>> values;
   std::string where;

@@ -229,11 +229,31 @@ TEST_CASE("json schema suite: mutated schemas are converted or refused, never cr
           "[grammar][json_schema][suite]") {
   const std::filesystem::path dir =
       std::filesystem::path(testing::SourceDir()) / "tests/data/json_schema";
-  const std::vector<nlohmann::ordered_json> values = {
-      nullptr, true, false, -1, 0, 3, 2.5, 1e308, -1e308, 18446744073709551615u, "", "x",
-      "string", "integer", "#", "#/$defs/x", "^a+$", "(", nlohmann::ordered_json::array(),
-      nlohmann::ordered_json::object(), {1, 2}, {{"type", "string"}}, {{"$ref", "#"}},
-      {{"anyOf", {true, false}}}, {{"enum", nlohmann::ordered_json::array()}}};
+  const std::vector<nlohmann::ordered_json> values = {nullptr,
+                                                      true,
+                                                      false,
+                                                      -1,
+                                                      0,
+                                                      3,
+                                                      2.5,
+                                                      1e308,
+                                                      -1e308,
+                                                      18446744073709551615u,
+                                                      "",
+                                                      "x",
+                                                      "string",
+                                                      "integer",
+                                                      "#",
+                                                      "#/$defs/x",
+                                                      "^a+$",
+                                                      "(",
+                                                      nlohmann::ordered_json::array(),
+                                                      nlohmann::ordered_json::object(),
+                                                      {1, 2},
+                                                      {{"type", "string"}},
+                                                      {{"$ref", "#"}},
+                                                      {{"anyOf", {true, false}}},
+                                                      {{"enum", nlohmann::ordered_json::array()}}};
   std::mt19937_64 rng(20240601);
   int converted = 0, refused = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {

@@ -238,8 +238,8 @@ TEST_CASE("json schema: pattern", "[grammar][json_schema]") {
         "unsupported JSON Schema keyword \"maxLength\" at the root: together with a \"pattern\" "
         "whose lengths it cannot bound (anchor the pattern with ^ and $ and let one repetition "
         "take the length)");
-  CHECK(Error(R"({"pattern": "[0-9]", "minLength": 2})").find(
-            "unsupported JSON Schema keyword \"minLength\"") == 0);
+  CHECK(Error(R"({"pattern": "[0-9]", "minLength": 2})")
+            .find("unsupported JSON Schema keyword \"minLength\"") == 0);
   CHECK(Error(R"j({"properties": {"p": {"pattern": "(?=a)"}}})j") ==
         "\"pattern\" at /properties/p: unsupported regex feature at offset 0: lookahead assertion");
   CHECK(Error(R"({"pattern": "(a"})") ==
@@ -608,22 +608,22 @@ TEST_CASE("json schema: schemas that would explode are too complex", "[grammar][
   // allOf reaching the same definitions along many paths (a diamond per level).
   nlohmann::ordered_json diamond = nlohmann::ordered_json::object();
   for (int i = 0; i < 60; ++i) {
-    diamond["d" + std::to_string(i)] = {
-        {"allOf", {{{"$ref", "#/$defs/d" + std::to_string(i + 1)}},
-                   {{"$ref", "#/$defs/d" + std::to_string(i + 2)}}}}};
+    diamond["d" + std::to_string(i)] = {{"allOf",
+                                         {{{"$ref", "#/$defs/d" + std::to_string(i + 1)}},
+                                          {{"$ref", "#/$defs/d" + std::to_string(i + 2)}}}}};
   }
   diamond["d60"] = {{"type", "string"}};
   diamond["d61"] = {{"maxLength", 3}};
   const auto t0 = std::chrono::steady_clock::now();
-  CHECK(ConvertJsonSchema(nlohmann::ordered_json{{"$defs", diamond}, {"$ref", "#/$defs/d0"}},
-                          "root").ok());
+  CHECK(
+      ConvertJsonSchema(nlohmann::ordered_json{{"$defs", diamond}, {"$ref", "#/$defs/d0"}}, "root")
+          .ok());
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
   // oneOf exclusivity checks are quadratic in the branches.
   nlohmann::ordered_json branches = nlohmann::ordered_json::array();
   for (int i = 0; i < 2000; ++i) {
-    branches.push_back({{"type", "object"},
-                        {"properties", {{"k", {{"const", i}}}}},
-                        {"required", {"k"}}});
+    branches.push_back(
+        {{"type", "object"}, {"properties", {{"k", {{"const", i}}}}}, {"required", {"k"}}});
   }
   CheckTooComplex(nlohmann::ordered_json{{"oneOf", branches}}.dump());
   // The limits are options.
