@@ -132,7 +132,9 @@ const absl::Status& GbnfBuilder::CheckDeadline() {
 
 GbnfBuilder::Expr GbnfBuilder::Add(Node node) {
   if (!status_.ok()) return kNeverExpr;
-  if (static_cast<int64_t>(nodes_.size()) > 4 * limits_.max_size + 4096) {
+  const int64_t max_nodes =
+      limits_.max_size > (INT64_MAX - 4096) / 4 ? INT64_MAX : 4 * limits_.max_size + 4096;
+  if (static_cast<int64_t>(nodes_.size()) > max_nodes) {
     Fail(absl::InvalidArgumentError(
         absl::StrCat("schema too complex: the grammar exceeds ", limits_.max_size, " elements")));
     return kNeverExpr;
