@@ -19,7 +19,18 @@ constexpr double kSecond = 5.0;
 constexpr double kSecond = 1.0;
 #endif
 
-using testing::Matches;
+// Whether `text` is a complete sentence of `gbnf`; the last grammar is kept parsed (the checks
+// below try many texts against one grammar).
+bool Matches(const std::string& gbnf, std::string_view text) {
+  static std::string* last_text = new std::string;
+  static std::shared_ptr<const Grammar>* last = new std::shared_ptr<const Grammar>;
+  if (*last == nullptr || *last_text != gbnf) {
+    *last = testing::MustParse(gbnf);
+    *last_text = gbnf;
+  }
+  GrammarMatcher m(*last);
+  return m.AcceptString(text) && m.CanEnd();
+}
 
 void Check(const std::string& pattern, const std::vector<std::string>& good,
            const std::vector<std::string>& bad) {
