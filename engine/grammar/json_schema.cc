@@ -80,6 +80,8 @@ absl::StatusOr<JsonSchemaGrammar> ConvertJsonSchema(const nlohmann::ordered_json
     return converter.Run();
   } catch (const nlohmann::json::exception& e) {  // a keyword of a type the checks missed
     return absl::InvalidArgumentError(absl::StrCat("invalid JSON Schema: ", e.what()));
+  } catch (const std::exception& e) {  // a bug: never take the server down for it
+    return absl::InternalError(absl::StrCat("JSON Schema conversion failed: ", e.what()));
   }
 }
 

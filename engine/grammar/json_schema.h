@@ -38,6 +38,18 @@
 //   - Strings: escapes other than \uD800-\uDFFF (so that every escape is one code point);
 //     names of additional properties and strings under `pattern` use one spelling per
 //     character (raw, or the short escape / \u00XX for the characters JSON requires escaped).
+//     `pattern` has JSON Schema's search semantics (a match anywhere unless anchored); its
+//     classes mean what both ECMA-262 and Python's `re` agree on (regex_parser.h).
+//     minLength / maxLength beside a pattern: when the pattern's texts already fit, or when it
+//     is anchored (^...$) and one repetition in it can take the length (^[a-z0-9_]+$,
+//     ^(?:[A-Z]{2}-)?\d+$); otherwise refused.
+//   - Additional properties: a grammar cannot keep their names distinct from each other (it
+//     keeps them distinct from the declared ones), so minProperties never relies on more than
+//     one of them (a schema that needs two or more is refused).
+//   - Counts (lengths, items, properties) above 16,000,000 are unbounded; minima above
+//     4,000,000 are too complex.
+//   - $ref: "#" and "#/json/pointer" (percent-decoded), also prefixed with the root's $id;
+//     an $id inside the document does not change how references resolve.
 //   - `format` grammars: RFC 3339 date (real calendar dates, years 0001-9999), time
 //     (HH:MM:SS[.fraction of 1-9 digits] then Z or +HH:MM / -HH:MM; seconds 00-59), date-time
 //     (date "T" time), uuid (8-4-4-4-12 hex), ipv4 (dotted decimal, no leading zeros), ipv6
@@ -75,7 +87,9 @@ struct JsonSchemaOptions {
   int64_t max_size = 200000;     // about automaton nodes (the engine's limit is 500000)
   int max_enum_values = 4096;
   int max_depth = 128;  // nested subschemas being converted at once (and JSON nesting)
-  absl::Duration time_limit = absl::Seconds(1);
+  // Real schemas convert in a few milliseconds; this bounds pathological ones (well under a
+  // second with the engine's parse and compile).
+  absl::Duration time_limit = absl::Milliseconds(500);
 };
 
 // GBNF text whose `root` rule accepts exactly the JSON texts valid under `schema` (the

@@ -385,7 +385,8 @@ absl::StatusOr<std::string> SchemaConverter::ResolveRef(const std::string& ptr,
 }
 
 absl::Status SchemaConverter::FlattenInto(const std::string& ptr, Conj& conj,
-                                          std::vector<std::string>& chain) {
+                                          std::vector<std::string>& chain,
+                                          absl::flat_hash_set<std::string>& visited) {
   if (std::find(chain.begin(), chain.end(), ptr) != chain.end()) {
     return Invalid("circular $ref or allOf (a schema that is its own conjunct)", ptr);
   }
@@ -394,17 +395,13 @@ absl::Status SchemaConverter::FlattenInto(const std::string& ptr, Conj& conj,
         absl::StrCat("schema too complex: $ref / allOf chains deeper than ", options_.max_depth,
                      " at ", PointerForMessage(ptr)));
   }
+  if (!visited.insert(ptr).second) return absl::OkStatus();
+  TG_RETURN_IF_ERROR(b_.CheckDeadline());
   TG_RETURN_IF_ERROR(CheckKeywords(ptr));
   TG_ASSIGN_OR_RETURN(const Json* schema, At(ptr));
   if (schema->is_boolean()) {
     if (!schema->get<bool>()) conj.never = true;
     return absl::OkStatus();
-  }
-  for (Part& p : conj.parts) {
-    if (p.ptr == ptr) {
-      p.consumed = 0;  // the whole schema applies
-      return absl::OkStatus();
-    }
   }
   // A schema of nothing but $ref / allOf and annotations adds no part of its own, so that
   // conjunctions reached through different references are one rule.
@@ -416,11 +413,11 @@ absl::Status SchemaConverter::FlattenInto(const std::string& ptr, Conj& conj,
   chain.push_back(ptr);
   if (auto ref = schema->find("$ref"); ref != schema->end()) {
     TG_ASSIGN_OR_RETURN(std::string target, ResolveRef(ptr, *ref));
-    TG_RETURN_IF_ERROR(FlattenInto(target, conj, chain));
+    TG_RETURN_IF_ERROR(FlattenInto(target, conj, chain, visited));
   }
   if (auto all = schema->find("allOf"); all != schema->end()) {
     for (size_t i = 0; i < all->size(); ++i) {
-      TG_RETURN_IF_ERROR(FlattenInto(Child(PointerChild(ptr, "allOf"), i), conj, chain));
+      TG_RETURN_IF_ERROR(FlattenInto(Child(PointerChild(ptr, "allOf"), i), conj, chain, visited));
     }
   }
   chain.pop_back();
@@ -430,9 +427,10 @@ absl::Status SchemaConverter::FlattenInto(const std::string& ptr, Conj& conj,
 absl::StatusOr<SchemaConverter::Conj> SchemaConverter::Flatten(
     const std::vector<std::string>& ptrs) {
   Conj conj;
+  absl::flat_hash_set<std::string> visited;
   for (const std::string& ptr : ptrs) {
     std::vector<std::string> chain;
-    TG_RETURN_IF_ERROR(FlattenInto(ptr, conj, chain));
+    TG_RETURN_IF_ERROR(FlattenInto(ptr, conj, chain, visited));
   }
   return conj;
 }

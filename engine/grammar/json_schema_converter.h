@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/grammar/json_schema.h"
@@ -89,7 +90,10 @@ class SchemaConverter {
   absl::StatusOr<const Json*> At(const std::string& ptr) const;
   absl::Status CheckKeywords(const std::string& ptr);
   absl::StatusOr<std::string> ResolveRef(const std::string& ptr, const Json& ref) const;
-  absl::Status FlattenInto(const std::string& ptr, Conj& conj, std::vector<std::string>& chain);
+  // Adds the schema at `ptr` and what its $ref / allOf reach; `chain`: the references being
+  // followed (a repeat is a cycle), `visited`: schemas already added (a repeat is a diamond).
+  absl::Status FlattenInto(const std::string& ptr, Conj& conj, std::vector<std::string>& chain,
+                           absl::flat_hash_set<std::string>& visited);
   absl::StatusOr<Conj> Flatten(const std::vector<std::string>& ptrs);
   const Json* Keyword(const Part& part, const char* name) const;
   std::string Key(const Conj& conj, uint8_t types) const;
@@ -101,7 +105,7 @@ class SchemaConverter {
   absl::StatusOr<Expr> ConvertBody(const Conj& conj, uint8_t types, int depth);
   absl::StatusOr<Expr> Distribute(const Conj& conj, size_t part, const char* keyword, uint8_t types,
                                   int depth);
-  absl::StatusOr<Expr> EnumExpr(const Conj& conj, uint8_t types, int depth);
+  absl::StatusOr<Expr> EnumExpr(const Conj& conj, uint8_t types);
   // Which of `texts` the grammar of (conj, types) accepts.
   absl::StatusOr<std::vector<bool>> Accepts(const Conj& conj, uint8_t types,
                                             const std::vector<std::string>& texts);
@@ -128,7 +132,7 @@ class SchemaConverter {
     std::vector<std::string> false_properties;     // declared with the false schema
     bool Forbids(const std::string& name) const;
   };
-  absl::StatusOr<Summary> Summarize(const Conj& conj, uint8_t types, int depth);
+  absl::StatusOr<Summary> Summarize(const Conj& conj, uint8_t types);
   absl::StatusOr<bool> Disjoint(const Summary& a, const Summary& b, int depth);
 
   const Json& doc_;

@@ -25,9 +25,8 @@ bool SchemaConverter::Summary::Forbids(const std::string& name) const {
   });
 }
 
-absl::StatusOr<SchemaConverter::Summary> SchemaConverter::Summarize(const Conj& conj, uint8_t types,
-                                                                    int depth) {
-  (void)depth;
+absl::StatusOr<SchemaConverter::Summary> SchemaConverter::Summarize(const Conj& conj,
+                                                                    uint8_t types) {
   Summary s;
   s.conj = conj;
   s.types = conj.never ? 0 : types;
@@ -119,6 +118,7 @@ absl::StatusOr<bool> SchemaConverter::Disjoint(const Summary& a, const Summary& 
       }
     }
     for (size_t i = 0; !separated && depth < kMaxDepth && i < a.required.size(); ++i) {
+      TG_RETURN_IF_ERROR(b_.CheckDeadline());
       const std::string& name = a.required[i];
       if (std::find(b.required.begin(), b.required.end(), name) == b.required.end()) continue;
       Summary values[2];
@@ -134,7 +134,7 @@ absl::StatusOr<bool> SchemaConverter::Disjoint(const Summary& a, const Summary& 
           }
         }
         TG_ASSIGN_OR_RETURN(Conj c, Flatten(ptrs));
-        TG_ASSIGN_OR_RETURN(values[side], Summarize(c, kAllTypes, depth + 1));
+        TG_ASSIGN_OR_RETURN(values[side], Summarize(c, kAllTypes));
       }
       TG_ASSIGN_OR_RETURN(separated, Disjoint(values[0], values[1], depth + 1));
     }

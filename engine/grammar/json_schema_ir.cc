@@ -132,7 +132,9 @@ const absl::Status& GbnfBuilder::CheckDeadline() {
 
 GbnfBuilder::Expr GbnfBuilder::Add(Node node) {
   if (!status_.ok()) return kNeverExpr;
-  if (static_cast<int64_t>(nodes_.size()) > 4 * limits_.max_size + 4096) {
+  const int64_t max_nodes =
+      limits_.max_size > (INT64_MAX - 4096) / 4 ? INT64_MAX : 4 * limits_.max_size + 4096;
+  if (static_cast<int64_t>(nodes_.size()) > max_nodes) {
     Fail(absl::InvalidArgumentError(
         absl::StrCat("schema too complex: the grammar exceeds ", limits_.max_size, " elements")));
     return kNeverExpr;
@@ -140,6 +142,22 @@ GbnfBuilder::Expr GbnfBuilder::Add(Node node) {
   if (nodes_.size() % 1024 == 0 && !CheckDeadline().ok()) return kNeverExpr;
   nodes_.push_back(std::move(node));
   return static_cast<Expr>(nodes_.size() - 1);
+}
+
+int GbnfBuilder::Depth(const std::vector<Expr>& kids) const {
+  int depth = 0;
+  for (Expr e : kids) depth = std::max(depth, nodes_[e].depth + 1);
+  return depth;
+}
+
+void GbnfBuilder::Hoist(std::vector<Expr>& kids) {
+  if (Depth(kids) <= kMaxDepth) return;
+  for (Expr& e : kids) {
+    if (nodes_[e].depth + 1 <= kMaxDepth / 2) continue;
+    const int rule = NewRule("part", "a deeply nested part of the grammar");
+    Define(rule, e);
+    e = Ref(rule);
+  }
 }
 
 GbnfBuilder::Expr GbnfBuilder::Literal(std::string_view utf8) {
@@ -200,7 +218,9 @@ GbnfBuilder::Expr GbnfBuilder::Seq(std::vector<Expr> items) {
   flush();
   if (flat.empty()) return kEmptyExpr;
   if (flat.size() == 1) return flat[0];
+  Hoist(flat);
   Node node = MakeNode(Kind::kSeq);
+  node.depth = Depth(flat);
   node.weight = 0;
   for (Expr e : flat) node.weight = SatAdd(node.weight, nodes_[e].weight);
   node.kids = std::move(flat);
@@ -223,7 +243,9 @@ GbnfBuilder::Expr GbnfBuilder::Alt(std::vector<Expr> items) {
   }
   if (flat.empty()) return kNeverExpr;
   if (flat.size() == 1) return flat[0];
+  Hoist(flat);
   Node node = MakeNode(Kind::kAlt);
+  node.depth = Depth(flat);
   for (Expr e : flat) node.weight = SatAdd(node.weight, nodes_[e].weight);
   node.kids = std::move(flat);
   return Add(std::move(node));
@@ -231,15 +253,32 @@ GbnfBuilder::Expr GbnfBuilder::Alt(std::vector<Expr> items) {
 
 GbnfBuilder::Expr GbnfBuilder::Repeat(Expr e, int64_t min, int64_t max) {
   if (!status_.ok()) return kNeverExpr;
+  if (max > kUnboundedAbove) max = -1;
   if (max >= 0 && min > max) return kNeverExpr;
+  if (min > kMaxMinimumRepetition) {
+    Fail(absl::InvalidArgumentError(absl::StrCat("schema too complex: a repetition of at least ",
+                                                 min, " (at most ", kMaxMinimumRepetition, ")")));
+    return kNeverExpr;
+  }
   if (e == kNeverExpr) return min == 0 ? kEmptyExpr : kNeverExpr;
   if (e == kEmptyExpr || max == 0) return kEmptyExpr;
   if (min == 1 && max == 1) return e;
+  const int64_t k = kMaxPrintedRepetition;
+  if (min > k) {  // (e{k}){q} then the rest: every count passes through the same path
+    const int64_t q = min / k;
+    return Seq({Repeat(Repeat(e, k, k), q, q), Repeat(e, min - q * k, max < 0 ? -1 : max - q * k)});
+  }
+  if (max > k) {  // e{min,k-1}, or e{k} and then up to max-k more
+    return Alt({Repeat(e, min, k - 1), Seq({Repeat(e, k, k), Repeat(e, 0, max - k)})});
+  }
+  std::vector<Expr> kids = {e};
+  Hoist(kids);
   Node node = MakeNode(Kind::kRepeat);
-  node.kids = {e};
+  node.depth = Depth(kids);
+  node.kids = kids;
   node.min = min;
   node.max = max;
-  node.weight = SatAdd(nodes_[e].weight, 1);
+  node.weight = SatAdd(nodes_[kids[0]].weight, 1);
   return Add(std::move(node));
 }
 
@@ -465,40 +504,22 @@ void GbnfBuilder::Print(Expr e, int prec, std::string& out) const {
         out += "\"\"";
         return;
       }
-      // Counts above kMaxPrintedRepetition: consecutive repetitions whose ranges add up.
-      std::vector<std::pair<int64_t, int64_t>> pieces;
-      for (int64_t m = n.min, x = n.max; pieces.empty() || m > 0 || x > 0;) {
-        if (x < 0 && m <= kMaxPrintedRepetition) {
-          pieces.emplace_back(m, -1);
-          break;
-        }
-        const int64_t a = std::min(m, kMaxPrintedRepetition);
-        const int64_t b = x < 0 ? a : std::min(x, kMaxPrintedRepetition);
-        pieces.emplace_back(a, b);
-        m -= a;
-        if (x >= 0) x -= b;
+      if (prec >= 2) out += "(";
+      Print(n.kids[0], 2, out);
+      if (n.min == 0 && n.max == 1) {
+        out += '?';
+      } else if (n.min == 0 && n.max < 0) {
+        out += '*';
+      } else if (n.min == 1 && n.max < 0) {
+        out += '+';
+      } else if (n.max < 0) {
+        absl::StrAppend(&out, "{", n.min, ",}");
+      } else if (n.min == n.max) {
+        absl::StrAppend(&out, "{", n.min, "}");
+      } else {
+        absl::StrAppend(&out, "{", n.min, ",", n.max, "}");
       }
-      const bool group = prec >= 2 || (pieces.size() > 1 && prec >= 1);
-      if (group) out += "(";
-      for (size_t i = 0; i < pieces.size(); ++i) {
-        if (i > 0) out += ' ';
-        const auto [min, max] = pieces[i];
-        Print(n.kids[0], 2, out);
-        if (min == 0 && max == 1) {
-          out += '?';
-        } else if (min == 0 && max < 0) {
-          out += '*';
-        } else if (min == 1 && max < 0) {
-          out += '+';
-        } else if (max < 0) {
-          absl::StrAppend(&out, "{", min, ",}");
-        } else if (min == max) {
-          absl::StrAppend(&out, "{", min, "}");
-        } else {
-          absl::StrAppend(&out, "{", min, ",", max, "}");
-        }
-      }
-      if (group) out += ")";
+      if (prec >= 2) out += ")";
       return;
     }
   }

@@ -31,8 +31,13 @@ struct BuildLimits {
   absl::Time deadline = absl::InfiniteFuture();
 };
 
-// The largest m or n of an x{m,n} that the engine takes; larger counts print as several.
+// The largest m or n of an x{m,n} that the engine takes; Repeat builds larger counts from
+// several (without ambiguity, so that the engine's parse stacks stay few).
 inline constexpr int64_t kMaxPrintedRepetition = 65000;
+// Repeat treats larger maxima as unbounded (no generation is that long) and refuses larger
+// minima as too complex.
+inline constexpr int64_t kUnboundedAbove = 16000000;
+inline constexpr int64_t kMaxMinimumRepetition = 4000000;
 // Literals print in pieces of at most this many bytes (the engine's limit is 65536).
 inline constexpr size_t kMaxPrintedLiteral = 60000;
 
@@ -57,7 +62,7 @@ class GbnfBuilder {
   Expr Chars(const CodePointSet& set);       // one code point of the set (Never if empty)
   Expr Seq(std::vector<Expr> items);
   Expr Alt(std::vector<Expr> items);
-  Expr Repeat(Expr e, int64_t min, int64_t max);  // max < 0: unbounded
+  Expr Repeat(Expr e, int64_t min, int64_t max);  // max < 0: unbounded; see kUnboundedAbove
   Expr Optional(Expr e) { return Repeat(e, 0, 1); }
 
   static constexpr int kRoot = 0;
@@ -91,6 +96,7 @@ class GbnfBuilder {
     int64_t min = 0, max = 0;  // kRepeat
     int rule = -1;             // kRef
     int64_t weight = 1;
+    int depth = 0;  // nesting of sequences, alternatives and repetitions
   };
   static Node MakeNode(Kind kind) {
     Node node;
@@ -105,8 +111,13 @@ class GbnfBuilder {
   static constexpr Expr kNeverExpr = 0;
   static constexpr Expr kEmptyExpr = 1;
   static constexpr int64_t kInf = INT64_MAX / 4;
+  static constexpr int kMaxDepth = 24;
 
   Expr Add(Node node);
+  // Moves kids nested kMaxDepth deep into rules of their own, so that no expression nests
+  // deeper (the engine limits parentheses to 100; printing and analysis recurse per level).
+  void Hoist(std::vector<Expr>& kids);
+  int Depth(const std::vector<Expr>& kids) const;
   int64_t MinBytes(Expr e, const std::vector<int64_t>& rule_min) const;
   absl::Status ComputeMinBytes(std::vector<int64_t>& rule_min);
   void LiveRefs(Expr e, bool left_only, std::vector<int>& out) const;

@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "engine/grammar/json_schema_converter.h"
 #include "engine/util/status_macros.h"
@@ -22,21 +23,21 @@ struct Property {
 absl::StatusOr<Expr> SchemaConverter::ObjectExpr(const Conj& conj, int depth) {
   const std::string where = conj.parts.empty() ? "" : conj.parts[0].ptr;
   std::vector<std::string> names;  // declared, then required-only, in order
+  absl::flat_hash_set<std::string> name_set;
   std::vector<std::string> required;
+  absl::flat_hash_set<std::string> required_set;
   std::vector<std::string> extra_ptrs, name_ptrs;
   int64_t min_props = 0, max_props = -1;
   for (const Part& p : conj.parts) {
     if (const Json* props = Keyword(p, "properties")) {
       for (const auto& [name, value] : props->items()) {
-        if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+        if (name_set.insert(name).second) names.push_back(name);
       }
     }
     if (const Json* req = Keyword(p, "required")) {
       for (const Json& r : *req) {
         const std::string name = r.get<std::string>();
-        if (std::find(required.begin(), required.end(), name) == required.end()) {
-          required.push_back(name);
-        }
+        if (required_set.insert(name).second) required.push_back(name);
       }
     }
     if (Keyword(p, "additionalProperties"))
@@ -48,25 +49,33 @@ absl::StatusOr<Expr> SchemaConverter::ObjectExpr(const Conj& conj, int depth) {
     }
   }
   for (const std::string& r : required) {
-    if (std::find(names.begin(), names.end(), r) == names.end()) names.push_back(r);
+    if (name_set.insert(r).second) names.push_back(r);
   }
   TG_ASSIGN_OR_RETURN(Conj name_conj, Flatten(name_ptrs));
   const Expr ws = pieces_.Ws();
 
+  // Each part's declared names (ordered_json looks members up linearly).
+  std::vector<absl::flat_hash_set<std::string>> declared_by(conj.parts.size());
+  for (size_t i = 0; i < conj.parts.size(); ++i) {
+    if (const Json* props = Keyword(conj.parts[i], "properties")) {
+      for (const auto& [name, value] : props->items()) declared_by[i].insert(name);
+    }
+  }
   // Each property's value: the conjunction of what every part says about it.
   std::vector<Property> props;
   for (const std::string& name : names) {
+    TG_RETURN_IF_ERROR(b_.CheckDeadline());
     std::vector<std::string> ptrs;
-    for (const Part& p : conj.parts) {
-      const Json* declared = Keyword(p, "properties");
-      if (declared != nullptr && declared->contains(name)) {
+    for (size_t i = 0; i < conj.parts.size(); ++i) {
+      const Part& p = conj.parts[i];
+      if (declared_by[i].contains(name)) {
         ptrs.push_back(PointerChild(PointerChild(p.ptr, "properties"), name));
       } else if (Keyword(p, "additionalProperties")) {
         ptrs.push_back(PointerChild(p.ptr, "additionalProperties"));
       }
     }
     TG_ASSIGN_OR_RETURN(Conj value_conj, Flatten(ptrs));
-    const bool is_required = std::find(required.begin(), required.end(), name) != required.end();
+    const bool is_required = required_set.contains(name);
     if (value_conj.never) {
       if (is_required) {
         NoteEmpty(absl::StrCat("required property \"", name, "\" is forbidden at ",

@@ -10,9 +10,11 @@ namespace textgen::json_schema_internal {
 namespace {
 
 // The characters JSON strings may hold raw: everything but ", \ and the controls U+0000-001F.
-CodePointSet RawStringChars() {
-  CodePointSet set = CodePointSet::Range(0x20, kMaxCodePoint);
-  return set.Minus(CodePointSet::Of('"')).Minus(CodePointSet::Of('\\'));
+const CodePointSet& RawStringChars() {
+  static const CodePointSet* set = new CodePointSet(CodePointSet::Range(0x20, kMaxCodePoint)
+                                                        .Minus(CodePointSet::Of('"'))
+                                                        .Minus(CodePointSet::Of('\\')));
+  return *set;
 }
 
 // The short escapes, by code point.
@@ -85,6 +87,14 @@ Expr JsonPieces::KeyChar() { return Shared("key-char", &JsonPieces::BuildKeyChar
 Expr JsonPieces::BuildKeyChar() { return Units(CodePointSet::All()); }
 
 Expr JsonPieces::Units(const CodePointSet& set) {
+  auto it = units_.find(set.ranges());
+  if (it != units_.end()) return it->second;
+  const Expr e = BuildUnits(set);
+  units_.emplace(set.ranges(), e);
+  return e;
+}
+
+Expr JsonPieces::BuildUnits(const CodePointSet& set) {
   if (set.ranges().size() == 1 && set.ranges()[0].first == set.ranges()[0].second) {
     const uint32_t cp = set.ranges()[0].first;
     if (const char* esc = ShortEscape(cp)) return b_.Literal(esc);
@@ -98,11 +108,14 @@ Expr JsonPieces::Units(const CodePointSet& set) {
   return b_.Alt({raw, Escapes(set)});
 }
 
-CodePointSet JsonPieces::EscapedChars() {
-  CodePointSet set = CodePointSet::Range(0, 0x1F);
-  set.Add('"', '"');
-  set.Add('\\', '\\');
-  return set;
+const CodePointSet& JsonPieces::EscapedChars() {
+  static const CodePointSet* set = [] {
+    auto* s = new CodePointSet(CodePointSet::Range(0, 0x1F));
+    s->Add('"', '"');
+    s->Add('\\', '\\');
+    return s;
+  }();
+  return *set;
 }
 
 Expr JsonPieces::AllEscapes() { return Shared("escape", &JsonPieces::BuildAllEscapes); }

@@ -4,9 +4,12 @@
 #ifndef TEXTGEN_ENGINE_GRAMMAR_JSON_SCHEMA_PIECES_H_
 #define TEXTGEN_ENGINE_GRAMMAR_JSON_SCHEMA_PIECES_H_
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "engine/grammar/json_schema.h"
@@ -46,8 +49,8 @@ class JsonPieces {
   // The regex's texts (whole-text match) as raw characters, for RegexToGbnf.
   Expr RegexPlain(const ParsedRegex& regex);
 
-  // Known `format` names (content between the quotes; every format's texts are printable
-  // ASCII without " or \). nullopt for an unknown format.
+  // The supported `format` names, and a format's grammar (the content between the quotes;
+  // every format's texts are printable ASCII without " or \). Never for an unknown name.
   static bool IsKnownFormat(std::string_view name);
   Expr Format(std::string_view name);
 
@@ -63,7 +66,8 @@ class JsonPieces {
   Expr BuildObject();
   Expr BuildArray();
   Expr RegexNodeExpr(const RegexNode& node, bool json);
-  static CodePointSet EscapedChars();  // ", \ and the controls
+  static const CodePointSet& EscapedChars();  // ", \ and the controls
+  Expr BuildUnits(const CodePointSet& set);
   Expr AllEscapes();
   Expr BuildAllEscapes();
   Expr Escapes(const CodePointSet& set);
@@ -82,6 +86,7 @@ class JsonPieces {
   GbnfBuilder& b_;
   const JsonSchemaOptions& options_;
   absl::flat_hash_map<std::string, Expr> shared_;  // name -> reference to its rule
+  std::map<std::vector<std::pair<uint32_t, uint32_t>>, Expr> units_;  // Units by set
 };
 
 }  // namespace textgen::json_schema_internal

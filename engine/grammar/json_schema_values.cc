@@ -50,8 +50,7 @@ absl::StatusOr<JsonSchemaGrammar> SchemaConverter::Run() {
 
 absl::StatusOr<JsonSchemaGrammar> SchemaConverter::RunConj(const Conj& conj, uint8_t types) {
   for (const Part& p : conj.parts) TG_RETURN_IF_ERROR(CheckKeywords(p.ptr));
-  TG_ASSIGN_OR_RETURN(Expr root, Convert(conj, types, "root", 0, GbnfBuilder::kRoot));
-  (void)root;
+  TG_RETURN_IF_ERROR(Convert(conj, types, "root", 0, GbnfBuilder::kRoot).status());
   TG_ASSIGN_OR_RETURN(GbnfGrammar g,
                       b_.Finish(empty_reason_.empty()
                                     ? "the schema admits no JSON value (its constraints contradict)"
@@ -109,7 +108,7 @@ absl::StatusOr<Expr> SchemaConverter::ConvertBody(const Conj& conj, uint8_t type
     if (Keyword(conj.parts[i], "oneOf")) return Distribute(conj, i, "oneOf", types, depth);
   }
   for (const Part& p : conj.parts) {
-    if (Keyword(p, "enum") || Keyword(p, "const")) return EnumExpr(conj, types, depth);
+    if (Keyword(p, "enum") || Keyword(p, "const")) return EnumExpr(conj, types);
   }
   std::vector<Expr> alts;
   if (types & kNull) alts.push_back(pieces_.Null());
@@ -149,11 +148,14 @@ absl::StatusOr<Expr> SchemaConverter::Distribute(const Conj& conj, size_t index,
   if (std::string_view(keyword) == "oneOf") {
     std::vector<Summary> summaries;
     for (const Conj& c : conjs) {
-      TG_ASSIGN_OR_RETURN(Summary s, Summarize(c, types, 0));
+      TG_RETURN_IF_ERROR(b_.CheckDeadline());
+      TG_ASSIGN_OR_RETURN(Summary s, Summarize(c, types));
       summaries.push_back(std::move(s));
     }
     for (size_t i = 0; i < conjs.size(); ++i) {
+      TG_RETURN_IF_ERROR(b_.CheckDeadline());
       for (size_t j = 0; j < i; ++j) {
+        if (j % 64 == 63) TG_RETURN_IF_ERROR(b_.CheckDeadline());
         TG_ASSIGN_OR_RETURN(const bool disjoint, Disjoint(summaries[j], summaries[i], 0));
         if (!disjoint) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -175,8 +177,7 @@ absl::StatusOr<Expr> SchemaConverter::Distribute(const Conj& conj, size_t index,
   return b_.Alt(std::move(alts));
 }
 
-absl::StatusOr<Expr> SchemaConverter::EnumExpr(const Conj& conj, uint8_t types, int depth) {
-  (void)depth;
+absl::StatusOr<Expr> SchemaConverter::EnumExpr(const Conj& conj, uint8_t types) {
   // The values every enum / const of the conjunction allows, in the first one's order.
   std::optional<std::vector<const Json*>> values;
   std::string where;
@@ -267,6 +268,7 @@ absl::StatusOr<std::vector<bool>> SchemaConverter::Accepts(const Conj& conj, uin
     return grammar.status();
   }
   for (size_t i = 0; i < texts.size(); ++i) {
+    if (i % 64 == 63) TG_RETURN_IF_ERROR(b_.CheckDeadline());
     TG_ASSIGN_OR_RETURN(const bool accepted, accepts_(grammar->gbnf, texts[i]));
     out[i] = accepted;
   }
@@ -313,35 +315,41 @@ absl::StatusOr<Expr> SchemaConverter::StringExpr(const Conj& conj) {
   if (!patterns.empty() && !formats.empty()) {
     return refuse("pattern", patterns[0].second, "together with \"format\"");
   }
-  // minLength / maxLength beside a pattern or format only if its texts already satisfy them.
+  // minLength / maxLength beside a format only if its texts already satisfy them; beside a
+  // pattern, also if the pattern is anchored and a repetition in it can take them.
+  const auto bounded_by = [&](int64_t lo, int64_t hi) {
+    return lo >= min_len && (max_len < 0 || (hi >= 0 && hi <= max_len));
+  };
   Expr content;
-  int64_t lo = 0, hi = -1;
   if (!patterns.empty()) {
     TG_ASSIGN_OR_RETURN(ParsedRegex regex, ParseRegex(patterns[0].first));
-    lo = INT64_MAX, hi = 0;
-    for (const RegexBranch& branch : regex.branches) {
-      int64_t a, b;
-      RegexLengthBounds(branch.node, a, b);
-      if (!branch.anchored_start || !branch.anchored_end) b = -1;
-      lo = std::min(lo, a);
-      hi = (hi < 0 || b < 0) ? -1 : std::max(hi, b);
+    for (RegexBranch& branch : regex.branches) {
+      int64_t lo, hi;
+      RegexLengthBounds(branch.node, lo, hi);
+      if (!branch.anchored_start || !branch.anchored_end) hi = -1;
+      if (bounded_by(lo, hi)) continue;
+      std::optional<RegexNode> constrained;
+      if (branch.anchored_start && branch.anchored_end) {
+        constrained = ConstrainLength(branch.node, min_len, max_len);
+      }
+      if (!constrained) {
+        return refuse(min_len > lo ? "minLength" : "maxLength", length_ptr,
+                      "together with a \"pattern\" whose lengths it cannot bound (anchor the "
+                      "pattern with ^ and $ and let one repetition take the length)");
+      }
+      branch.node = *std::move(constrained);
     }
     content = pieces_.PatternContent(regex);
   } else if (!formats.empty()) {
+    int64_t lo, hi;
     FormatLengths(formats[0].first, lo, hi);
+    if (!bounded_by(lo, hi)) {
+      return refuse(min_len > lo ? "minLength" : "maxLength", length_ptr,
+                    "together with a \"format\" whose texts it does not bound");
+    }
     content = pieces_.Format(formats[0].first);
   } else {
     content = b_.Repeat(pieces_.AnyChar(), min_len, max_len);
-  }
-  if (!patterns.empty() || !formats.empty()) {
-    const bool min_holds = lo >= min_len;
-    const bool max_holds = max_len < 0 || (hi >= 0 && hi <= max_len);
-    if (!min_holds || !max_holds) {
-      const bool is_pattern = !patterns.empty();
-      return refuse(min_holds ? "maxLength" : "minLength", length_ptr,
-                    is_pattern ? "together with a \"pattern\" whose texts it does not bound"
-                               : "together with a \"format\" whose texts it does not bound");
-    }
   }
   return b_.Seq({b_.Literal("\""), content, b_.Literal("\"")});
 }

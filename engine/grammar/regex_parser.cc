@@ -447,4 +447,126 @@ void RegexLengthBounds(const RegexNode& node, int64_t& min, int64_t& max) {
   }
 }
 
+namespace {
+
+// The fixed-length forms of a part when there are few: x{m,n} of a fixed-length x as x{m} ...
+// x{n}, or the alternatives of an alternation of fixed-length parts.
+std::optional<std::vector<RegexNode>> FixedForms(const RegexNode& node) {
+  constexpr int64_t kMaxForms = 16;
+  int64_t a, b;
+  RegexLengthBounds(node, a, b);
+  if (a == b) return std::vector<RegexNode>{node};
+  std::vector<RegexNode> forms;
+  if (node.kind == RegexNode::Kind::kRepeat && node.max >= 0 && node.max - node.min < kMaxForms) {
+    int64_t ca, cb;
+    RegexLengthBounds(node.kids[0], ca, cb);
+    if (ca != cb) return std::nullopt;
+    for (int64_t c = node.min; c <= node.max; ++c) {
+      RegexNode f = node;
+      f.min = f.max = c;
+      forms.push_back(std::move(f));
+    }
+    return forms;
+  }
+  if (node.kind == RegexNode::Kind::kAlt && static_cast<int64_t>(node.kids.size()) <= kMaxForms) {
+    for (const RegexNode& k : node.kids) {
+      int64_t ka, kb;
+      RegexLengthBounds(k, ka, kb);
+      if (ka != kb) return std::nullopt;
+      forms.push_back(k);
+    }
+    return forms;
+  }
+  return std::nullopt;
+}
+
+// A sequence with several parts of variable length: the alternatives of every choice of fixed
+// forms for all of them but one (at most 64 choices), each constrained in turn.
+std::optional<RegexNode> SplitVariableParts(const RegexNode& seq, int64_t lo, int64_t hi) {
+  std::vector<std::vector<RegexNode>> forms;
+  int open = -1;  // the one part left variable
+  size_t choices = 1;
+  for (size_t i = 0; i < seq.kids.size(); ++i) {
+    std::optional<std::vector<RegexNode>> f = FixedForms(seq.kids[i]);
+    if (!f) {
+      if (open >= 0) return std::nullopt;
+      open = static_cast<int>(i);
+      f = std::vector<RegexNode>{seq.kids[i]};
+    }
+    choices *= f->size();
+    if (choices > 64) return std::nullopt;
+    forms.push_back(*std::move(f));
+  }
+  RegexNode alt;
+  alt.kind = RegexNode::Kind::kAlt;
+  std::vector<size_t> pick(forms.size(), 0);
+  for (size_t c = 0; c < choices; ++c) {
+    RegexNode one = seq;
+    for (size_t i = 0, rest = c; i < forms.size(); ++i) {
+      one.kids[i] = forms[i][rest % forms[i].size()];
+      rest /= forms[i].size();
+    }
+    std::optional<RegexNode> r = ConstrainLength(one, lo, hi);
+    if (!r) return std::nullopt;
+    alt.kids.push_back(*std::move(r));
+  }
+  return alt;
+}
+
+}  // namespace
+
+std::optional<RegexNode> ConstrainLength(const RegexNode& node, int64_t lo, int64_t hi) {
+  const RegexNode nothing = CharsNode(CodePointSet());
+  int64_t a, b;
+  RegexLengthBounds(node, a, b);
+  if (a >= lo && (hi < 0 || (b >= 0 && b <= hi))) return node;
+  if ((hi >= 0 && a > hi) || (b >= 0 && b < lo)) return nothing;
+  switch (node.kind) {
+    case RegexNode::Kind::kRepeat: {
+      int64_t ca, cb;
+      RegexLengthBounds(node.kids[0], ca, cb);
+      if (ca != cb || ca < 1) return std::nullopt;
+      RegexNode out = node;
+      out.min = std::max(node.min, (lo + ca - 1) / ca);
+      if (hi >= 0) out.max = node.max < 0 ? hi / ca : std::min(node.max, hi / ca);
+      if (out.max >= 0 && out.min > out.max) return nothing;
+      return out;
+    }
+    case RegexNode::Kind::kSeq: {
+      int64_t fixed = 0;
+      int variable = -1;
+      for (size_t i = 0; i < node.kids.size(); ++i) {
+        int64_t ka, kb;
+        RegexLengthBounds(node.kids[i], ka, kb);
+        if (ka == kb) {
+          fixed += ka;
+        } else if (variable >= 0) {
+          return SplitVariableParts(node, lo, hi);  // two parts of variable length
+        } else {
+          variable = static_cast<int>(i);
+        }
+      }
+      if (variable < 0 || (hi >= 0 && hi < fixed)) return nothing;
+      std::optional<RegexNode> part = ConstrainLength(
+          node.kids[variable], std::max<int64_t>(0, lo - fixed), hi < 0 ? -1 : hi - fixed);
+      if (!part) return std::nullopt;
+      RegexNode out = node;
+      out.kids[variable] = *std::move(part);
+      return out;
+    }
+    case RegexNode::Kind::kAlt: {
+      RegexNode out = node;
+      out.kids.clear();
+      for (const RegexNode& k : node.kids) {
+        std::optional<RegexNode> r = ConstrainLength(k, lo, hi);
+        if (!r) return std::nullopt;
+        out.kids.push_back(*std::move(r));
+      }
+      return out;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace textgen::json_schema_internal

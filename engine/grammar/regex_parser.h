@@ -5,6 +5,7 @@
 #define TEXTGEN_ENGINE_GRAMMAR_REGEX_PARSER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -45,6 +46,12 @@ absl::StatusOr<ParsedRegex> ParseRegex(std::string_view pattern);
 
 // Length bounds of a node's texts in code points; max < 0: unbounded.
 void RegexLengthBounds(const RegexNode& node, int64_t& min, int64_t& max);
+
+// The node's texts whose length lies in [lo, hi] (hi < 0: unbounded), as a node, when that is
+// a matter of repetition counts: the node's lengths already fit, or one repetition of a
+// fixed-length part (inside sequences of fixed-length parts and alternatives) takes the
+// slack. nullopt otherwise. A node that matches nothing is a class with no members.
+std::optional<RegexNode> ConstrainLength(const RegexNode& node, int64_t lo, int64_t hi);
 
 }  // namespace textgen::json_schema_internal
 

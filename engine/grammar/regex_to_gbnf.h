@@ -14,7 +14,7 @@ namespace textgen {
 // GBNF whose `root` accepts exactly the texts `pattern` matches entirely (`^` and `$` at the
 // ends are allowed and change nothing). InvalidArgument for a pattern that does not parse, an
 // unsupported feature (named, with its offset), one that matches nothing, or one too complex
-// (more than 5000 rules or 200000 grammar elements, or 1 s of work).
+// (more than 5000 rules or 200000 grammar elements, or 500 ms of work).
 absl::StatusOr<std::string> RegexToGbnf(std::string_view pattern);
 // The same as rules to embed in a larger grammar: the top rule is `root_name`, the others
 // start with `root_name` + "-".

@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
   }
   if (!print) {
     std::printf(
-        "| schema | convert ms | parse ms | compile ms | total ms | rules | GBNF bytes |\n"
-        "|---|---:|---:|---:|---:|---:|---:|\n");
+        "| schema | convert ms | parse ms | compile ms | total ms | first mask ms | rules | GBNF "
+        "bytes |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
   }
   for (const std::string& file : files) {
     std::ifstream in(file);

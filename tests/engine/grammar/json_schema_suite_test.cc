@@ -27,6 +27,18 @@
 namespace textgen {
 namespace json_schema_suite_test {
 
+// Sanitizer builds run several times slower; time bounds scale with them.
+// Under sanitizers (looking for memory errors, not coverage) fewer walks and mutations.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr double kSecond = 5.0;
+constexpr uint64_t kWalks = 2;
+constexpr int kMutations = 5;
+#else
+constexpr double kSecond = 1.0;
+constexpr uint64_t kWalks = 4;  // the greedy one and three seeded ones
+constexpr int kMutations = 20;
+#endif
+
 constexpr int kExploreSteps = 48;  // unbounded schemas: free steps before heading to the end
 constexpr int kMaxSteps = 4000;
 
@@ -197,7 +209,7 @@ TEST_CASE(
     bounded += g->max_bytes.has_value();
     nlohmann::json docs = nlohmann::json::array();
     const std::vector<std::string> units = GrammarUnits(g->gbnf);
-    for (uint64_t seed : {0, 1, 2, 3}) {
+    for (uint64_t seed = 0; seed < kWalks; ++seed) {
       const Walk w = RandomWalk(*compiled, units, seed, g->max_bytes.has_value());
       INFO("seed " << seed << " after " << w.steps << " steps: " << w.text);
       REQUIRE(w.complete);
@@ -221,6 +233,77 @@ TEST_CASE(
   WARN("json schema suite: " << files.size() << " schemas, " << accepted << " converted ("
                              << bounded << " bounded), " << refused << " refused (" << by << " ), "
                              << documents << " documents validated");
+}
+
+// Bad input never crashes: every suite schema with random parts replaced by random values
+// converts or is refused with InvalidArgument, within the time limit, and what converts parses.
+TEST_CASE("json schema suite: mutated schemas are converted or refused, never crash",
+          "[grammar][json_schema][suite]") {
+  const std::filesystem::path dir =
+      std::filesystem::path(testing::SourceDir()) / "tests/data/json_schema";
+  const std::vector<nlohmann::ordered_json> values = {nullptr,
+                                                      true,
+                                                      false,
+                                                      -1,
+                                                      0,
+                                                      3,
+                                                      2.5,
+                                                      1e308,
+                                                      -1e308,
+                                                      18446744073709551615u,
+                                                      "",
+                                                      "x",
+                                                      "string",
+                                                      "integer",
+                                                      "#",
+                                                      "#/$defs/x",
+                                                      "^a+$",
+                                                      "(",
+                                                      nlohmann::ordered_json::array(),
+                                                      nlohmann::ordered_json::object(),
+                                                      {1, 2},
+                                                      {{"type", "string"}},
+                                                      {{"$ref", "#"}},
+                                                      {{"anyOf", {true, false}}},
+                                                      {{"enum", nlohmann::ordered_json::array()}}};
+  std::mt19937_64 rng(20240601);
+  int converted = 0, refused = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename() == "MANIFEST.json") continue;
+    const auto original = nlohmann::ordered_json::parse(Read(entry.path()));
+    for (int round = 0; round < kMutations; ++round) {
+      nlohmann::ordered_json schema = original;
+      // The nodes of the document, then a few of them replaced.
+      std::vector<nlohmann::ordered_json*> nodes;
+      std::vector<nlohmann::ordered_json*> stack = {&schema};
+      while (!stack.empty()) {
+        nlohmann::ordered_json* j = stack.back();
+        stack.pop_back();
+        nodes.push_back(j);
+        if (j->is_structured()) {
+          for (auto& item : *j) stack.push_back(&item);
+        }
+      }
+      for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k) {
+        *nodes[rng() % nodes.size()] = values[rng() % values.size()];
+        nodes.resize(1);  // replaced nodes may be gone: later picks take the root
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      absl::StatusOr<JsonSchemaGrammar> g = ConvertJsonSchema(schema, "root");
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      INFO(schema.dump());
+      CHECK(s < 1.5 * kSecond);
+      if (!g.ok()) {
+        CHECK(g.status().code() == absl::StatusCode::kInvalidArgument);
+        ++refused;
+        continue;
+      }
+      ++converted;
+      absl::StatusOr<std::shared_ptr<const Grammar>> parsed = ParseGbnf(g->gbnf);
+      if (!parsed.ok()) FAIL(parsed.status().ToString() << "\n" << g->gbnf);
+    }
+  }
+  WARN("mutated schemas: " << converted << " converted, " << refused << " refused");
 }
 
 }  // namespace json_schema_suite_test
