@@ -17,21 +17,34 @@ std::unique_ptr<TokenConstraint> GrammarConstraint::Clone() const {
   return std::make_unique<GrammarConstraint>(matcher_);
 }
 
-bool GrammarConstraint::Mask(absl::Span<float> logits) const {
-  matcher_.FillNextTokenMask(&mask_);
+bool ApplyTokenBitmask(const TokenBitmask& mask, absl::Span<float> logits) {
+  // Most masks inside a grammar's strings allow nearly everything, most outside allow a few
+  // tokens: whole words are skipped or filled (vector stores), and only the clear bits of mixed
+  // words are visited.
   bool any = false;
-  const absl::Span<const uint64_t> words = mask_.words();
+  const absl::Span<const uint64_t> words = mask.words();
   const size_t n = logits.size();
   for (size_t w = 0; w * 64 < n; ++w) {
-    const uint64_t bits = w < words.size() ? words[w] : 0;
+    float* row = logits.data() + w * 64;
+    const size_t len = std::min<size_t>(64, n - w * 64);
+    const uint64_t in_row = len == 64 ? ~uint64_t{0} : (uint64_t{1} << len) - 1;
+    const uint64_t bits = (w < words.size() ? words[w] : 0) & in_row;
     any = any || bits != 0;
-    if (bits == ~uint64_t{0}) continue;
-    const size_t end = std::min(n, (w + 1) * 64);
-    for (size_t i = w * 64; i < end; ++i) {
-      if (((bits >> (i - w * 64)) & 1) == 0) logits[i] = kNegInf;
+    if (bits == in_row) continue;
+    if (bits == 0) {
+      std::fill_n(row, len, kNegInf);
+      continue;
+    }
+    for (uint64_t clear = ~bits & in_row; clear != 0; clear &= clear - 1) {
+      row[__builtin_ctzll(clear)] = kNegInf;
     }
   }
   return any;
+}
+
+bool GrammarConstraint::Mask(absl::Span<float> logits) const {
+  matcher_.FillNextTokenMask(&mask_);
+  return ApplyTokenBitmask(mask_, logits);
 }
 
 TriggeredConstraint::TriggeredConstraint(std::shared_ptr<const CompiledGrammar> grammar,
