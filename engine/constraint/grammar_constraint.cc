@@ -19,8 +19,10 @@ std::unique_ptr<TokenConstraint> GrammarConstraint::Clone() const {
 
 bool ApplyTokenBitmask(const TokenBitmask& mask, absl::Span<float> logits) {
   // Most masks inside a grammar's strings allow nearly everything, most outside allow a few
-  // tokens: whole words are skipped or filled (vector stores), and only the clear bits of mixed
-  // words are visited.
+  // tokens: whole words are skipped or filled (vector stores); in mixed words only the clear
+  // bits are visited, or the few set ones kept around a fill. Against a test of every bit
+  // (Qwen's 151,936 ids): 20-35 us instead of 180 with 97% allowed, ~110 instead of ~700 with
+  // half allowed, about the same ~100 us (writing the row) with a few allowed.
   bool any = false;
   const absl::Span<const uint64_t> words = mask.words();
   const size_t n = logits.size();
@@ -33,6 +35,15 @@ bool ApplyTokenBitmask(const TokenBitmask& mask, absl::Span<float> logits) {
     if (bits == in_row) continue;
     if (bits == 0) {
       std::fill_n(row, len, kNegInf);
+      continue;
+    }
+    if (__builtin_popcountll(bits) <= 8) {  // a few allowed: fill, then put them back
+      float keep[64];
+      for (uint64_t b = bits; b != 0; b &= b - 1)
+        keep[__builtin_ctzll(b)] = row[__builtin_ctzll(b)];
+      std::fill_n(row, len, kNegInf);
+      for (uint64_t b = bits; b != 0; b &= b - 1)
+        row[__builtin_ctzll(b)] = keep[__builtin_ctzll(b)];
       continue;
     }
     for (uint64_t clear = ~bits & in_row; clear != 0; clear &= clear - 1) {

@@ -22,10 +22,12 @@ namespace textgen::bench {
 //   unconstrained one generates as many tokens with EOS ignored. The two alternate, the first
 //   constrained run (cold mask cache) is reported apart, the others reuse its warm cache;
 // - overhead: (with - without) / without;
-// - the constraint's own time inside the runs (TokenConstraint::Mask + Accept per token,
-//   warm runs; cold run in parentheses), and a replay of the generated ids through the warm
-//   grammar split into FillNextTokenMask, ApplyTokenBitmask (the -inf writes into a
-//   vocabulary-sized logits row) and AcceptToken.
+// - the constraint's own time inside the runs (TokenConstraint::Mask + Accept per token, in
+//   the calling thread's CPU time, robust to other processes on the cores; warm runs, the
+//   cold run in parentheses), and its share of the fastest unconstrained decode ms/token;
+// - a replay of the generated ids through the warm grammar (thread CPU ms per token) split
+//   into FillNextTokenMask, ApplyTokenBitmask (the -inf writes into a vocabulary-sized logits
+//   row) and AcceptToken.
 void PrintStructuredTable(const BenchOptions& o);
 
 }  // namespace textgen::bench
