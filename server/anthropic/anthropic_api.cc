@@ -9,6 +9,7 @@
 #include "server/anthropic/anthropic_error.h"
 #include "server/anthropic/messages_responder.h"
 #include "server/error_table.h"
+#include "server/http_listener.h"
 #include "server/log_safe.h"
 #include "server/openai/api_error.h"
 #include "server/openai/completion_json.h"
@@ -109,6 +110,8 @@ bool AnthropicApi::RefuseUnauthenticated(const httplib::Request& req,
     who = absl::UnauthenticatedError(
         "missing API key: send the header \"x-api-key: KEY\" (or \"authorization: Bearer KEY\")");
   }
+  // The body was not read: the connection cannot serve another request.
+  CloseConnectionAfterResponse(res);
   ReplyError(MetricsRoute(req.path), who.status(), res);
   return true;
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/http_listener.h"
 #include "server/log_safe.h"
 #include "server/openai/api_error.h"
 #include "server/openai/chat_page.h"
@@ -101,6 +102,8 @@ bool OpenAiApi::RefuseUnauthenticated(const httplib::Request& req, httplib::Resp
   absl::StatusOr<std::string> who = keys_->Authenticate(req.get_header_value("Authorization"));
   if (who.ok()) return false;
   res.set_header("WWW-Authenticate", "Bearer");
+  // The body was not read: the connection cannot serve another request.
+  CloseConnectionAfterResponse(res);
   ReplyError(MetricsRoute(req.path), who.status(), res);
   return true;
 }

@@ -2,7 +2,14 @@
 // answer the OpenAI route gives for the same conversation, as content blocks; the event
 // stream reassembled into the whole message; stop sequences; token counts; every refusal in
 // Anthropic's error shape; API keys in x-api-key; the request metrics.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -428,6 +435,32 @@ TEST_CASE("requests are counted in textgen_requests_total by route", "[server][a
   CHECK(Requests(e, kCountTokensPath, "OK") == Requests(before, kCountTokensPath, "OK") + 1);
 }
 
+// Sends `bytes` on a new connection to 127.0.0.1:port; what the server writes until it closes
+// the connection (or 10 s pass).
+std::string Exchange(int port, const std::string& bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(bytes.size()));
+  std::string in;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    in.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return in;
+}
+
 TEST_CASE("with API keys the routes take x-api-key or a Bearer token",
           "[server][anthropic][auth]") {
   const std::string keys = ScratchDir() + "/keys";
@@ -462,6 +495,24 @@ TEST_CASE("with API keys the routes take x-api-key or a Bearer token",
   HttpReply unknown = post({}, "/v1/messages/batches");
   CHECK(unknown.status == 401);
   CHECK(AnthropicErrorOf(unknown).at("type") == "authentication_error");
+
+  // A refused request's body is never read: the server closes the connection after the 401
+  // instead of parsing that body as the next request (keep-alive clients reuse connections).
+  const std::string body = Body({{"max_tokens", 2}}).dump();
+  for (const std::string& path :
+       std::vector<std::string>{kMessagesPath, kCountTokensPath, "/v1/chat/completions"}) {
+    INFO(path);
+    const std::string request = "POST " + path +
+                                " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " +
+                                std::to_string(body.size()) + "\r\n";
+    const std::string replies =
+        Exchange(s->http_port, request + "x-api-key: wrong-key-but-long-enough\r\n\r\n" + body +
+                                   request + "x-api-key: " + key + "\r\n\r\n" + body);
+    CHECK(replies.starts_with("HTTP/1.1 401 "));
+    CHECK_THAT(replies, Catch::Contains("Connection: close"));
+    CHECK(replies.find("HTTP/1.1 ", 1) == std::string::npos);
+  }
 }
 
 }  // namespace anthropic_messages_test
