@@ -164,6 +164,18 @@ absl::Status ParseMessages(const json& body, CompletionRequest* r) {
           absl::StrCat("must be system, developer, user, assistant or tool, got \"", *role, "\""));
     }
     json out = m;  // other keys (name, tool_calls, tool_call_id, ...) reach the template as sent
+    // OpenAI sends a call's arguments as JSON text; templates take them as an object (as
+    // transformers' apply_chat_template does), so they render the call the model would write.
+    if (auto calls = out.find("tool_calls"); calls != out.end() && calls->is_array()) {
+      for (json& call : *calls) {
+        json* args = call.is_object() && call.contains("function") && call["function"].is_object()
+                         ? &call["function"]["arguments"]
+                         : nullptr;
+        if (args == nullptr || !args->is_string()) continue;
+        json parsed = json::parse(args->get<std::string>(), nullptr, false);
+        if (parsed.is_object()) *args = std::move(parsed);
+      }
+    }
     // Templates know "system"; "developer" is OpenAI's newer name for it.
     if (*role == "developer") out["role"] = "system";
     if (f.Has("content")) {
