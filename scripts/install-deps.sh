@@ -31,8 +31,9 @@ if [ "${1:-}" != "--build-only" ]; then
     # up a bridge network's NAT and forwarding rules by running iptables; without it every
     # container on a compose network fails with "netavark: No such file or directory".
     iptables
-    # The HTTP API's tests: the official openai npm package under Node.js (npm ci fetches it),
-    # and the chat page in headless Chromium driven through chromedriver's WebDriver protocol.
+    # The HTTP API's tests: the official openai and @anthropic-ai/sdk npm packages under
+    # Node.js (npm ci fetches them), and the chat page in headless Chromium driven through
+    # chromedriver's WebDriver protocol.
     nodejs chromium chromium-driver
     # scripts/test-fuzz.sh: the libFuzzer targets (fuzz/) are built by clang 14 with Debian's
     # libFuzzer runtime (libclang_rt.fuzzer), against the same Debian libraries as the rest.

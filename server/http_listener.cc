@@ -18,11 +18,18 @@ namespace {
 
 constexpr int kMaxRequestsPerConnection = 100;
 
+// Set by CloseConnectionAfterResponse during Router::Serve on the same thread.
+thread_local bool close_after_response = false;
+
 // httplib's request parsing and routing, driven by HttpFront instead of httplib's own loop.
 class Router : public httplib::Server {
  public:
   bool Serve(HttpConnection& conn, bool close_connection, bool& connection_closed) {
-    return process_request(conn, close_connection, connection_closed, nullptr);
+    close_after_response = false;
+    const bool ok = process_request(conn, close_connection, connection_closed, nullptr);
+    if (close_after_response) connection_closed = true;
+    close_after_response = false;
+    return ok;
   }
   // The socket bind_to_port made: HttpFront accepts on it (and closes it) instead of
   // listen_after_bind. httplib still reads svr_sock_: streamed responses run while it is valid.
@@ -123,6 +130,11 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(
       });
   s->http_ = std::move(router);
   return s;
+}
+
+void CloseConnectionAfterResponse(httplib::Response& res) {
+  res.set_header("Connection", "close");
+  close_after_response = true;
 }
 
 void HttpListener::TlsContextFree::operator()(ssl_ctx_st* ctx) const { SSL_CTX_free(ctx); }

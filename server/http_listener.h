@@ -15,7 +15,8 @@
 
 namespace httplib {
 class Server;
-}
+struct Response;
+}  // namespace httplib
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX
 
 namespace textgen::server {
@@ -71,6 +72,12 @@ class HttpListener {
   std::unique_ptr<HttpFront> front_;
   int port_ = 0;
 };
+
+// For a handler of a listener's routes (pre-routing, route or error handler), on the worker
+// thread serving the request: `res` says "Connection: close" and the connection is closed once
+// it is written. For a request answered before its body was read (a refused API key): the body
+// is still on the connection, and a keep-alive client's next request would be parsed after it.
+void CloseConnectionAfterResponse(httplib::Response& res);
 
 }  // namespace textgen::server
 

@@ -1,6 +1,7 @@
 #include "server/textgen_server.h"
 
 #include <grpcpp/health_check_service_interface.h>
+#include <httplib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -84,6 +85,30 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcCredentials(const T
   return grpc::SslServerCredentials(ssl);
 }
 
+// Both HTTP APIs on one listener. httplib keeps one pre-routing (API key) and one error
+// handler per server: each request's path picks the API that checks its key and shapes its
+// errors.
+void AddHttpApis(httplib::Server& http, openai::OpenAiApi* openai,
+                 anthropic::AnthropicApi* anthropic) {
+  openai->AddRoutes(http);
+  anthropic->AddRoutes(http);
+  http.set_pre_routing_handler(
+      [openai, anthropic](const httplib::Request& req, httplib::Response& res) {
+        const bool refused = anthropic::AnthropicApi::Serves(req.path)
+                                 ? anthropic->RefuseUnauthenticated(req, res)
+                                 : openai->RefuseUnauthenticated(req, res);
+        return refused ? httplib::Server::HandlerResponse::Handled
+                       : httplib::Server::HandlerResponse::Unhandled;
+      });
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (anthropic::AnthropicApi::Serves(req.path)) {
+      anthropic::AnthropicApi::ErrorPage(req, res);
+    } else {
+      openai::OpenAiApi::ErrorPage(req, res);
+    }
+  });
+}
+
 }  // namespace
 
 TextgenServer::TextgenServer(const ServerOptions& options) : options_(options) {}
@@ -123,6 +148,8 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
 
   if (!options.http_listen.empty()) {
     s->api_ = std::make_unique<openai::OpenAiApi>(options.limits, &s->api_keys_, &s->metrics_);
+    s->anthropic_ =
+        std::make_unique<anthropic::AnthropicApi>(options.limits, &s->api_keys_, &s->metrics_);
     HttpListenerOptions http;
     http.threads = options.http_threads > 0 ? options.http_threads
                                             : options.engine.max_active_requests +
@@ -135,14 +162,17 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
     http.tls = options.tls;
     absl::StatusOr<std::unique_ptr<HttpListener>> listener =
         HttpListener::Start(options.http_listen, "the HTTP API (--http-listen)", http,
-                            [api = s->api_.get()](httplib::Server& h) { api->AddRoutes(h); });
+                            [openai = s->api_.get(), anthropic = s->anthropic_.get()](
+                                httplib::Server& h) { AddHttpApis(h, openai, anthropic); });
     if (!listener.ok()) {
       if (s->metrics_http_ != nullptr) s->metrics_http_->Stop();
       return listener.status();
     }
     s->api_http_ = *std::move(listener);
-    spdlog::info("OpenAI-compatible API and chat page on {}://{}/ (port {}, {} workers)", scheme,
-                 options.http_listen, s->api_http_->port(), http.threads);
+    spdlog::info(
+        "OpenAI-compatible API, Anthropic Messages API and chat page on {}://{}/ (port {}, {} "
+        "workers)",
+        scheme, options.http_listen, s->api_http_->port(), http.threads);
   }
 
   // Process-wide switch; must precede the builder. (Reflection is registered by main: its
@@ -234,6 +264,7 @@ absl::Status TextgenServer::SetUpChat(Engine& engine) {
       std::make_unique<PromptPreparer>(std::move(t), engine.model().tokenizer(), options_.chat);
   if (api_ != nullptr) {
     api_->SetEngine(&engine, ModelId(options_.engine.model_path), preparer_.get());
+    anthropic_->SetEngine(&engine, ModelId(options_.engine.model_path), preparer_.get());
   }
   service_->SetChatPrompter(std::make_unique<ChatPrompter>(preparer_.get()));
   return absl::OkStatus();
@@ -256,6 +287,7 @@ void TextgenServer::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   const absl::Time deadline = absl::Now() + grace;
   if (api_ != nullptr) api_->StopAccepting();
+  if (anthropic_ != nullptr) anthropic_->StopAccepting();
   if (server_ != nullptr) {
     SetState(State::kDraining);
     service_->StartShutdown(absl::ToChronoTime(deadline));
@@ -269,6 +301,7 @@ void TextgenServer::Shutdown(absl::Duration grace) {
   }
   // The same grace for the HTTP API's completions, then cancelled; Stop waits for its workers.
   if (api_ != nullptr) api_->Drain(deadline);
+  if (anthropic_ != nullptr) anthropic_->Drain(deadline);
   if (api_http_ != nullptr) {
     api_http_->Stop();
     spdlog::debug("HTTP API stopped");

@@ -1,6 +1,7 @@
 // The running server: the engine, the TextGeneration service, the standard health service and
-// reflection on one gRPC server, plus the optional metrics endpoint and the optional
-// OpenAI-compatible HTTP API (with the chat page) on the same engine. It listens before the model
+// reflection on one gRPC server, plus the optional metrics endpoint and the optional HTTP API
+// (OpenAI-compatible routes with the chat page, and Anthropic's Messages API, on one listener)
+// on the same engine. It listens before the model
 // is loaded so that probes see it loading (NOT_SERVING) rather than refused connections.
 // Shutdown order matters: the gRPC server and the HTTP API first (their streams reference the
 // engine), the metrics endpoint (it reads the engine's stats), then the engine.
@@ -16,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/scheduler/engine.h"
+#include "server/anthropic/anthropic_api.h"
 #include "server/api_keys.h"
 #include "server/http_listener.h"
 #include "server/metrics_http_server.h"
@@ -77,6 +79,7 @@ class TextgenServer {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   std::unique_ptr<openai::OpenAiApi> api_;
+  std::unique_ptr<anthropic::AnthropicApi> anthropic_;  // on the same listener as api_
   std::unique_ptr<HttpListener> api_http_;
   // Read by metrics scrapes on the HTTP threads; set by Load, cleared before it is destroyed.
   absl::Mutex engine_mu_;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/http_listener.h"
 #include "server/log_safe.h"
 #include "server/openai/api_error.h"
 #include "server/openai/chat_page.h"
@@ -96,18 +97,33 @@ void OpenAiApi::ReplyError(const std::string& route, const absl::Status& status,
   spdlog::info("http {} status={} {}", LogSafe(route), e.http_status, LogSafe(status.message()));
 }
 
+bool OpenAiApi::RefuseUnauthenticated(const httplib::Request& req, httplib::Response& res) const {
+  if (!keys_->enabled() || !req.path.starts_with("/v1/")) return false;
+  absl::StatusOr<std::string> who = keys_->Authenticate(req.get_header_value("Authorization"));
+  if (who.ok()) return false;
+  res.set_header("WWW-Authenticate", "Bearer");
+  // The body was not read: the connection cannot serve another request.
+  CloseConnectionAfterResponse(res);
+  ReplyError(MetricsRoute(req.path), who.status(), res);
+  return true;
+}
+
+void OpenAiApi::ErrorPage(const httplib::Request& req, httplib::Response& res) {
+  if (!res.body.empty()) return;
+  const char* type = res.status >= 500 ? "server_error" : "invalid_request_error";
+  std::string message = absl::StrCat("HTTP error ", res.status);
+  if (res.status == 404) message = absl::StrCat("no route ", req.method, " ", req.path);
+  if (res.status == 413) message = "the request body is too large";
+  res.set_content(ErrorBody(ApiError{res.status, type, message, std::nullopt, std::nullopt}),
+                  kJson);
+}
+
 void OpenAiApi::AddRoutes(httplib::Server& http) {
   // Before routing (and before the body is parsed): without a valid key nothing under /v1
   // runs, and an unknown /v1 path cannot be told from a known one.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!keys_->enabled() || !req.path.starts_with("/v1/")) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    absl::StatusOr<std::string> who = keys_->Authenticate(req.get_header_value("Authorization"));
-    if (who.ok()) return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("WWW-Authenticate", "Bearer");
-    ReplyError(MetricsRoute(req.path), who.status(), res);
-    return httplib::Server::HandlerResponse::Handled;
+    return RefuseUnauthenticated(req, res) ? httplib::Server::HandlerResponse::Handled
+                                           : httplib::Server::HandlerResponse::Unhandled;
   });
   http.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(kChatPageHtml, "text/html; charset=utf-8");
@@ -120,15 +136,7 @@ void OpenAiApi::AddRoutes(httplib::Server& http) {
     HandleCompletion(Endpoint::kCompletions, req, res);
   });
   // httplib's own errors (unknown path, body too large, ...) get OpenAI's error shape too.
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    const char* type = res.status >= 500 ? "server_error" : "invalid_request_error";
-    std::string message = absl::StrCat("HTTP error ", res.status);
-    if (res.status == 404) message = absl::StrCat("no route ", req.method, " ", req.path);
-    if (res.status == 413) message = "the request body is too large";
-    res.set_content(ErrorBody(ApiError{res.status, type, message, std::nullopt, std::nullopt}),
-                    kJson);
-  });
+  http.set_error_handler(&OpenAiApi::ErrorPage);
   http.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
         std::string what = "unknown exception";

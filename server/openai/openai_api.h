@@ -46,8 +46,17 @@ class OpenAiApi {
   // Borrows `keys` and `metrics`, which must outlive the HTTP server the routes are added to.
   OpenAiApi(RequestLimits limits, const ApiKeys* keys, ServerMetrics* metrics);
 
-  // Adds the routes (and JSON bodies for httplib's own 404s and handler exceptions).
+  // Adds the routes, the pre-routing key check (RefuseUnauthenticated) and JSON bodies for
+  // httplib's own errors (ErrorPage) and handler exceptions. httplib keeps one pre-routing and
+  // one error handler per server: a listener that serves another API too (Anthropic's) installs
+  // its own after this, sending these routes' requests to the two below.
   void AddRoutes(httplib::Server& http);
+
+  // The key check before routing: with API keys, a request under /v1/ without a valid
+  // "Authorization: Bearer KEY" gets 401 (written to `res`) and true; otherwise false.
+  bool RefuseUnauthenticated(const httplib::Request& req, httplib::Response& res) const;
+  // httplib's own errors (no such route, body too large) in OpenAI's error shape.
+  static void ErrorPage(const httplib::Request& req, httplib::Response& res);
 
   // Serves with `engine` under the model id `model_id`, preparing prompts with `preparer` (both
   // borrowed: they must outlive the HTTP server). Without a chat template, chat completions fail
