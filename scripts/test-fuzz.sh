@@ -26,10 +26,10 @@ cmake --build "$B" -j"$JOBS" --target fuzz_all
 declare -A DICT=(
   [fuzz_gguf]=gguf.dict [fuzz_safetensors]=json.dict [fuzz_hf_config]=json.dict
   [fuzz_hf_tokenizer]=json.dict [fuzz_chat_template]=jinja.dict
-  [fuzz_openai_request]=json.dict
+  [fuzz_openai_request]=json.dict [fuzz_anthropic_request]=json.dict [fuzz_grammar]=json.dict
 )
 TARGETS=(fuzz_gguf fuzz_safetensors fuzz_hf_config fuzz_hf_tokenizer fuzz_tokenizer
-  fuzz_chat_template fuzz_generate_request fuzz_openai_request)
+  fuzz_chat_template fuzz_generate_request fuzz_openai_request fuzz_anthropic_request fuzz_grammar)
 
 # Seeds made at run time: binary ones by the engine's own writer, and the real chat templates
 # and a real tokenizer.json from the shared data when it is there (not committed: 700 KB).
@@ -40,6 +40,12 @@ for t in "$TEXTGEN_MODELS"/../chat-templates/templates/*.jinja; do
   [ -f "$t" ] || continue
   # Byte 0 is the render options (fuzz/chat_template_fuzz.cc): 'C' = generation prompt + bos/eos.
   { printf C; cat "$t"; } >"$B/seeds/fuzz_chat_template/$(basename "$t")"
+done
+# The JSON Schema corpus as fuzz_grammar seeds (byte 0 '1': a JSON Schema; fuzz/grammar_fuzz.cc).
+mkdir -p "$B/seeds/fuzz_grammar"
+for t in tests/data/json_schema/*.json; do
+  [ "$(basename "$t")" = MANIFEST.json ] && continue
+  { printf 1; cat "$t"; } >"$B/seeds/fuzz_grammar/$(basename "$t")"
 done
 hf_tok="$TEXTGEN_MODELS/tinystories-656k-hf/tokenizer.json"
 [ -f "$hf_tok" ] && cp "$hf_tok" "$B/seeds/fuzz_hf_tokenizer/tinystories-656k.json"
