@@ -3,11 +3,13 @@
 // (json_schema response_format), generateText with tools and toolChoice "required", streamText
 // with tools (the SDK reassembles the argument deltas), reasoning before an object, and a
 // two-step agent loop that executes
-// the tool and sends its result back. The SDK validates every object and tool input against the
+// the tool and sends its result back; then OpenAI's own provider (@ai-sdk/openai, its Chat
+// Completions model) for an object and a forced call. The SDK validates every object and tool input against the
 // zod schemas itself (an invalid one is an error or an `invalid` call); the test checks none was.
 // Started by run_openai_sdk_test.sh; usage: node ai_sdk_test.mjs BIN_DIR MODELS_DIR
 import assert from "node:assert/strict";
 
+import {createOpenAI} from "@ai-sdk/openai";
 import {createOpenAICompatible} from "@ai-sdk/openai-compatible";
 import {generateObject, generateText, stepCountIs, streamText, tool} from "ai";
 import {z} from "zod";
@@ -141,6 +143,26 @@ async function main(server) {
   assert.deepEqual(calledWith, weatherCalls.map((c) => c.input));
   log(`ok two-step agent: ${JSON.stringify(agent.steps[0].toolCalls[0].input)}, then ` +
               `${agent.steps[1].usage.outputTokens} tokens of text`);
+
+  // OpenAI's provider, Chat Completions: strict json_schema and tools (its default), the
+  // parallel_tool_calls option. It has no way to send chat_template_kwargs, so the template may
+  // think: the server's --reasoning-budget closes such a block and the constraint applies after.
+  const openai = createOpenAI({baseURL: server.baseURL, apiKey: "unused"}).chat(server.model);
+  const viaOpenAI = {model: openai, system: "You are a weather assistant.", messages,
+                     maxRetries: 0, maxOutputTokens: 300,
+                     providerOptions: {openai: {parallelToolCalls: false}}};
+  for (const seed of [undefined, 2, 3]) {
+    const {object} = await generateObject(
+        {...viaOpenAI, schema: Forecast, schemaName: "forecast", temperature: seed ? 1 : 0, seed});
+    assert.deepEqual(object, Forecast.parse(object));
+    const called = await generateText({...viaOpenAI, tools, toolChoice: "required",
+                                       temperature: seed ? 1 : 0, seed, stopWhen: stepCountIs(1)});
+    checkCalls(called.toolCalls, "@ai-sdk/openai");
+    assert.equal(called.toolCalls.length, 1);
+    assert.equal(called.finishReason, "tool-calls");
+    log(`ok @ai-sdk/openai (seed ${seed}): ${JSON.stringify(object)}, ` +
+        `${JSON.stringify(called.toolCalls[0].input)}`);
+  }
 }
 
-runWithServer(binDir, modelsDir, main);
+runWithServer(binDir, modelsDir, main, ["--reasoning-budget", "8"]);

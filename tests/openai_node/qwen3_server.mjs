@@ -35,8 +35,8 @@ async function waitForModel(baseURL, log) {
 }
 
 // Starts textgen-server on free ports and resolves once it serves: {baseURL, model, grpcPort,
-// stop()}. stop() ends the server and removes the model.
-export async function startQwen3Server(binDir, modelsDir) {
+// stop()}. stop() ends the server and removes the model. `extraArgs`: more flags for the server.
+export async function startQwen3Server(binDir, modelsDir, extraArgs = []) {
   const dir = mkdtempSync(join(tmpdir(), "textgen-node-"));
   const model = synthModel(binDir, modelsDir, dir);
   const server = spawn(`${binDir}/textgen-server`, [
@@ -48,6 +48,7 @@ export async function startQwen3Server(binDir, modelsDir) {
     // second from the first's blocks: exact only with batch-invariant matmuls (auto turns them
     // on only at the AVX-512 levels; docs/kernels.md: Batch invariance).
     "--batch-invariant", "on",
+    ...extraArgs,
   ], {stdio: ["ignore", "pipe", "pipe"]});
   let log = "";
   const stop = () => {
@@ -87,12 +88,12 @@ export function log(message) {
 }
 
 // Runs `body(server)` against a fresh server; exits 0 when it resolves, 1 (after printing the
-// error) when it throws.
-export async function runWithServer(binDir, modelsDir, body) {
+// error) when it throws. `extraArgs`: more flags for the server.
+export async function runWithServer(binDir, modelsDir, body, extraArgs = []) {
   let server = null;
   let failed = false;
   try {
-    server = await startQwen3Server(binDir, modelsDir);
+    server = await startQwen3Server(binDir, modelsDir, extraArgs);
     log("server up");
     await body(server);
   } catch (e) {
