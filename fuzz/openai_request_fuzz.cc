@@ -20,6 +20,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                 ? static_cast<int>(request->prompt_text->size())
                                 : static_cast<int>(request->prompt_ids.size());
   (void)textgen::ValidateDecodingOptions(request->decoding, /*n_ctx=*/2048, prompt_tokens);
-  (void)request->messages.dump();
+  (void)request->chat.messages.dump();
   return 0;
 }

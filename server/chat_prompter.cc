@@ -294,8 +294,11 @@ absl::StatusOr<PreparedGeneration> ChatPrompter::Build(const Engine& engine,
       if (continues) {
         all.back()["content"] = all.back()["content"].get<std::string>() + answer;
       } else if (plan.parse) {
-        all.push_back(AssistantOutputParser::ParseWhole(plan.options, answer)
-                          .ToOpenAiMessage(/*arguments_as_objects=*/true));
+        json message = AssistantOutputParser::ParseWhole(plan.options, answer)
+                           .ToOpenAiMessage(/*arguments_as_objects=*/true);
+        // Templates test `'x' in content`: an answer that is only calls has "" as its content.
+        if (message["content"].is_null()) message["content"] = "";
+        all.push_back(std::move(message));
       } else {
         all.push_back({{"role", "assistant"}, {"content", answer}});
       }

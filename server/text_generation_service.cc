@@ -174,7 +174,15 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
     metrics_->CountRequest("Generate", GrpcCodeName(st.error_code()));
     return new FinishedStream(st);
   }
-  if (request->has_response_format() && chat_ != nullptr) {
+  if (request->has_response_format()) {
+    if (chat_ == nullptr) {
+      return GenerateReactor::Start(
+          engine,
+          []() -> absl::StatusOr<PreparedGeneration> {
+            return absl::UnavailableError("the model is still loading");
+          },
+          nullptr, "Generate", metrics_, &shutdown_, context);
+    }
     // Compiling the format's grammar takes milliseconds: on a worker, from a copy.
     auto copy = std::make_shared<const v1::GenerateRequest>(*request);
     return GenerateReactor::Start(

@@ -20,6 +20,11 @@
 
 namespace textgen {
 
+// Sets logits[i] to -inf for every i whose bit in `mask` is clear (ids past the mask's words
+// too). Returns whether any bit of the first logits.size() ids is set. What GrammarConstraint::Mask
+// does after filling the mask (exposed for benchmarks).
+bool ApplyTokenBitmask(const TokenBitmask& mask, absl::Span<float> logits);
+
 class GrammarConstraint : public TokenConstraint {
  public:
   explicit GrammarConstraint(std::shared_ptr<const CompiledGrammar> grammar)

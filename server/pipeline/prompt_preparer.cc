@@ -127,13 +127,15 @@ absl::StatusOr<TokenConstraintFactory> PromptPreparer::Constraint(
     const ChatTurn& turn, bool tools_active, ReasoningGate::Start reasoning_start,
     std::vector<int32_t>* shown) const {
   const Tokenizer* tok = &tokenizer_;
-  // The tool-call markers and reasoning tags that are control tokens must show in the answer's
-  // text, for the parser and the triggered grammar to see them.
+  // The tool-call markers (when tools are offered) and reasoning tags that are control tokens
+  // must show in the answer's text, for the parser and the triggered grammar to see them.
   absl::flat_hash_map<std::string, int32_t> marker_tokens;
-  for (const std::string& marker : ToolCallMarkers(syntax_.tool_format, ReasoningSyntax::kNone)) {
-    if (const int32_t id = ControlToken(tokenizer_, marker); id >= 0) {
-      shown->push_back(id);
-      marker_tokens[marker] = id;
+  if (tools_active) {
+    for (const std::string& marker : ToolCallMarkers(syntax_.tool_format, ReasoningSyntax::kNone)) {
+      if (const int32_t id = ControlToken(tokenizer_, marker); id >= 0) {
+        shown->push_back(id);
+        marker_tokens[marker] = id;
+      }
     }
   }
   for (std::string_view tag :

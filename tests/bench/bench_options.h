@@ -19,6 +19,7 @@ struct BenchOptions {
   bool beam = false;         // --beam
   bool cache_table = false;  // --cache-table
   bool prefix = false;       // --prefix
+  bool structured = false;   // --structured
 
   std::vector<std::string> models;  // --model, for --speed and --beam
   ops::LinearCompute compute = ops::LinearCompute::kF32;
@@ -56,6 +57,9 @@ struct BenchOptions {
   // --prefix-nomatch: only the no-match scenario, on/off order alternating per repeat.
   bool prefix_nomatch_only = false;
   std::optional<bool> kv_prefault;  // --kv-prefault: EngineOptions::kv_prefault
+
+  // --structured: the constrained runs' token cap (bounded schemas end earlier).
+  int structured_tokens = 256;
 
   bool rows_only = false;    // print table rows only, for concatenating processes' output
   bool machine_line = true;  // the first line: CPU, bandwidth, compute, threads

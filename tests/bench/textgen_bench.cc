@@ -23,6 +23,7 @@
 #include "tests/bench/machine_info.h"
 #include "tests/bench/prefix_table.h"
 #include "tests/bench/speed_table.h"
+#include "tests/bench/structured_table.h"
 
 namespace textgen::bench {
 namespace {
@@ -52,6 +53,11 @@ void AddSectionFlags(cli::FlagSet& f, BenchOptions& o, bool* smoke) {
          "automatic prefix caching on and off through the engine: a shared\nsystem prompt "
          "(prompt tokens computed, TTFT), a stateless 5-turn chat\nagainst a session, 16 streams "
          "with nothing to share (tok/s)");
+  f.Flag("--structured", &o.structured,
+         "per --model (default: the Qwen2.5-0.5B shape in Q4_K_M, written by\n"
+         "textgen-synth-model): greedy decode ms/token with and without a JSON\n"
+         "Schema constraint (an agent's schema; json_object), schema -> GBNF,\n"
+         "compile and first-mask times, the constraint's own time per token");
   f.Flag("--smoke", smoke, "every section at tiny sizes on stories260K (CI keeps it working)");
 }
 
@@ -100,6 +106,8 @@ void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
                  [&o](int mib) { o.bandwidth_bytes = int64_t{mib} << 20; });
   f.Add("--bandwidth-gbs", &o.bandwidth_gbs, cli::Number(1e-9), "X",
         "--speed: use X GB/s as the machine's bandwidth instead of measuring");
+  AddPositive(f, "--structured-tokens", &o.structured_tokens,
+              "--structured: token cap of the constrained runs (default 256)");
   AddPositive(f, "--beam-tokens", &o.beam_tokens, "--beam new tokens (default 256)");
   f.Add("--cache-model", &o.cache_model, cli::Text(), "PATH",
         "--cache-table model (default $TEXTGEN_MODELS/stories260K.gguf)");
@@ -144,7 +152,7 @@ BenchOptions ParseFlags(int argc, char** argv) {
   f.Parse(argc, argv);
   if (smoke) {
     // Every section, each at a size that takes well under a second.
-    o.bandwidth = o.speed = o.beam = o.cache_table = o.prefix = true;
+    o.bandwidth = o.speed = o.beam = o.cache_table = o.prefix = o.structured = true;
     if (o.models.empty()) o.models.push_back(o.cache_model);
     o.bandwidth_bytes = int64_t{64} << 20;
     o.bandwidth_passes = 2;
@@ -152,13 +160,14 @@ BenchOptions ParseFlags(int argc, char** argv) {
     o.prompt_tokens = 32;
     o.new_tokens = 8;
     o.beam_tokens = 16;
+    o.structured_tokens = 16;
     o.cache_tokens = {100, 200};
     o.cache_context = 64;          // so that the window slides
     o.prefix_system_tokens = 200;  // stories260K's context is 512
   }
   if (o.prefix_nomatch_only) o.prefix = true;
   if (o.prefix_model.empty()) o.prefix_model = o.models.empty() ? o.cache_model : o.models[0];
-  const bool any = o.bandwidth || o.speed || o.beam || o.cache_table || o.prefix;
+  const bool any = o.bandwidth || o.speed || o.beam || o.cache_table || o.prefix || o.structured;
   if (!o.models.empty() && !any) o.speed = true;
   if (!any && o.models.empty()) f.Fail("nothing to measure");
   if ((o.speed || o.beam) && o.models.empty()) f.Fail("--speed and --beam need --model");
@@ -221,6 +230,7 @@ int Main(int argc, char** argv) {
   section(o.beam, [&] { PrintBeamTable(o); });
   section(o.cache_table, [&] { PrintCacheTable(o); });
   section(o.prefix, [&] { PrintPrefixTable(o); });
+  section(o.structured, [&] { PrintStructuredTable(o); });
   return 0;
 }
 

@@ -14,21 +14,6 @@
 namespace textgen::testing {
 namespace reasoning_test {
 
-std::string QwenVocabModel() {
-  const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
-  REQUIRE(bin_dir != nullptr);
-  const std::string out = ScratchDir() + "/reasoning-qwen3-vocab.gguf";
-  CommandResult synth =
-      RunCommand(std::string(bin_dir) +
-                 "/textgen-synth-model --shape custom --arch qwen3 --dim 64 --layers 2 --heads 4 "
-                 "--kv-heads 2 --head-dim 32 --ffn 128 --ctx 2048 --type f32 --vocab " +
-                 ShellQuote(ModelsDir() + "/vocab/ggml-vocab-qwen3.gguf") + " --out " +
-                 ShellQuote(out) + " 2>&1");
-  INFO(synth.out);
-  REQUIRE(synth.exit_code == 0);
-  return out;
-}
-
 HttpServer& Server() {
   static std::unique_ptr<HttpServer> server = StartHttpServer(
       {"--chat-template",

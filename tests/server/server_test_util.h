@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -35,6 +36,27 @@ inline v1::GenerateRequest EndlessRequest() {
   req.set_ignore_eos(true);
   req.set_context_overflow(v1::CONTEXT_OVERFLOW_SLIDE);
   return req;
+}
+
+// A random-weight model with Qwen3's vocabulary (151,936 tokens), written once per test process
+// with textgen-synth-model: outputs are noise, so whatever structure they have comes from an
+// output constraint. Serve it with a Qwen or DeepSeek template for tool calls and reasoning.
+inline std::string QwenVocabModel() {
+  static const std::string path = [] {
+    const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
+    REQUIRE(bin_dir != nullptr);
+    const std::string out = ScratchDir() + "/qwen3-vocab-noise.gguf";
+    CommandResult synth =
+        RunCommand(std::string(bin_dir) +
+                   "/textgen-synth-model --shape custom --arch qwen3 --dim 64 --layers 2 --heads 4 "
+                   "--kv-heads 2 --head-dim 32 --ffn 128 --ctx 2048 --type f32 --vocab " +
+                   ShellQuote(ModelsDir() + "/vocab/ggml-vocab-qwen3.gguf") + " --out " +
+                   ShellQuote(out) + " 2>&1");
+    INFO(synth.out);
+    REQUIRE(synth.exit_code == 0);
+    return out;
+  }();
+  return path;
 }
 
 // One server per test process, started on first use with limits the tests rely on. (ctest runs

@@ -4,7 +4,9 @@
 #include "engine/constraint/grammar_constraint.h"
 
 #include <catch2/catch.hpp>
+#include <limits>
 #include <memory>
+#include <random>
 #include <regex>
 #include <string>
 #include <vector>
@@ -106,6 +108,36 @@ TEST_CASE("a triggered grammar leaves the text free until its trigger", "[constr
   auto untriggered = f.Run(o);
   REQUIRE(untriggered.ok());
   CHECK(untriggered->hypotheses[0].ids == free_run->hypotheses[0].ids);
+}
+
+TEST_CASE("ApplyTokenBitmask keeps exactly the allowed logits", "[constraint][grammar]") {
+  std::mt19937_64 rng(7);
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  // Sizes around word edges; logits longer than the mask (padded rows) and shorter; masks
+  // empty, full, sparse, dense.
+  for (int mask_size : {1, 63, 64, 65, 200, 1000}) {
+    for (int extra : {-1, 0, 1, 70}) {
+      const int n = std::max(1, mask_size + extra);
+      for (int density : {0, 1, 50, 99, 100}) {
+        INFO("mask " << mask_size << ", logits " << n << ", density " << density);
+        TokenBitmask mask(mask_size);
+        for (int id = 0; id < mask_size; ++id) {
+          if (static_cast<int>(rng() % 100) < density) mask.Set(id);
+        }
+        std::vector<float> logits(n);
+        for (int i = 0; i < n; ++i) logits[i] = static_cast<float>(i) + 0.5f;
+        const bool any = ApplyTokenBitmask(mask, absl::MakeSpan(logits));
+        bool expect_any = false;
+        for (int i = 0; i < n; ++i) {
+          const bool allowed = i < mask_size && mask.Test(i);
+          expect_any = expect_any || allowed;
+          if (allowed != (logits[i] != kNegInf)) FAIL("id " << i);
+          if (allowed) CHECK(logits[i] == static_cast<float>(i) + 0.5f);
+        }
+        CHECK(any == expect_any);
+      }
+    }
+  }
 }
 
 }  // namespace grammar_constraint_test
