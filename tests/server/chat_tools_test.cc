@@ -9,7 +9,6 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,30 +24,11 @@ namespace chat_tools_test {
 
 using Json = nlohmann::json;
 
-// The random-weight Qwen3-vocabulary model, written once per test process (0.2 s).
-std::string Qwen3NoiseModel() {
-  static const std::string path = [] {
-    const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
-    REQUIRE(bin_dir != nullptr);
-    const std::string out = ScratchDir() + "/qwen3-noise.gguf";
-    CommandResult synth =
-        RunCommand(std::string(bin_dir) +
-                   "/textgen-synth-model --shape custom --arch qwen3 --dim 64 --layers 2 --heads 4 "
-                   "--kv-heads 2 --head-dim 32 --ffn 128 --ctx 2048 --type f32 --vocab " +
-                   ShellQuote(ModelPath("vocab/ggml-vocab-qwen3.gguf")) + " --out " +
-                   ShellQuote(out) + " 2>&1");
-    INFO(synth.out);
-    REQUIRE(synth.exit_code == 0);
-    return out;
-  }();
-  return path;
-}
-
 // A server for the model with Qwen3's template. A small KV pool: the default 1 GiB takes
 // seconds to commit at start on a busy machine.
 std::unique_ptr<ServerProcess> StartQwen3Server() {
   ServerProcessOptions o;
-  o.model = Qwen3NoiseModel();
+  o.model = QwenVocabModel();
   o.extra_args = {"--chat-template", ChatTemplatesDir() + "/templates/Qwen-Qwen3-0.6B.jinja",
                   "--kv-cache-mib", "64"};
   return std::make_unique<ServerProcess>(o);
