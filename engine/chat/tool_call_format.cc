@@ -176,4 +176,13 @@ bool PromptOpensReasoning(std::string_view prompt, ReasoningSyntax syntax) {
   return std::string_view(prompt).ends_with(open);
 }
 
+bool PromptClosesReasoning(std::string_view prompt, ReasoningSyntax syntax) {
+  const std::string_view close = ReasoningCloseTag(syntax);
+  if (close.empty()) return false;
+  while (!prompt.empty() && std::isspace(static_cast<unsigned char>(prompt.back()))) {
+    prompt.remove_suffix(1);
+  }
+  return prompt.ends_with(close);
+}
+
 }  // namespace textgen

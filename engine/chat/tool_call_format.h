@@ -91,6 +91,11 @@ std::string_view ReasoningCloseTag(ReasoningSyntax syntax);
 // false renders "<think>\n\n</think>\n\n") or never opens it gives false.
 bool PromptOpensReasoning(std::string_view rendered_prompt, ReasoningSyntax syntax);
 
+// Whether the rendered prompt ends with the block's closing tag, up to whitespace (Qwen3 with
+// enable_thinking false renders "<think>\n\n</think>\n\n"): the answer is after the block, and
+// a thinking model must not open another.
+bool PromptClosesReasoning(std::string_view rendered_prompt, ReasoningSyntax syntax);
+
 }  // namespace textgen
 
 #endif  // TEXTGEN_ENGINE_CHAT_TOOL_CALL_FORMAT_H_

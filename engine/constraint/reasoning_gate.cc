@@ -17,14 +17,17 @@ std::string_view TrimLeft(std::string_view s) {
 
 }  // namespace
 
-ReasoningGate::ReasoningGate(std::shared_ptr<const ReasoningTags> tags, bool starts_inside,
+ReasoningGate::ReasoningGate(std::shared_ptr<const ReasoningTags> tags, Start start,
                              std::optional<int> budget, std::unique_ptr<TokenConstraint> inner,
                              std::function<std::string_view(int32_t)> token_text)
     : tags_(std::move(tags)),
       budget_(budget),
       inner_(std::move(inner)),
       token_text_(std::move(token_text)),
-      phase_(starts_inside ? Phase::kReasoning : Phase::kStart) {
+      phase_(start == Start::kInside  ? Phase::kReasoning
+             : start == Start::kAfter ? Phase::kAnswer
+                                      : Phase::kStart),
+      open_masked_(start == Start::kAfter) {
   // Without closing tokens a budget cannot be enforced.
   if (tags_->close_ids.empty()) budget_.reset();
   if (phase_ == Phase::kReasoning && budget_.has_value() && *budget_ <= 0) {
@@ -38,6 +41,7 @@ ReasoningGate::ReasoningGate(const ReasoningGate& other)
       inner_(other.inner_ != nullptr ? other.inner_->Clone() : nullptr),
       token_text_(other.token_text_),
       phase_(other.phase_),
+      open_masked_(other.open_masked_),
       text_(other.text_),
       reasoning_tokens_(other.reasoning_tokens_),
       closing_pos_(other.closing_pos_) {}
@@ -67,8 +71,13 @@ bool ReasoningGate::Mask(absl::Span<float> logits) const {
       if (open >= 0 && static_cast<size_t>(open) < logits.size()) logits[open] = open_logit;
       return any || open_logit != kNegInf;
     }
-    case Phase::kAnswer:
+    case Phase::kAnswer: {
+      const int32_t open = tags_->open_id;
+      if (open_masked_ && open >= 0 && static_cast<size_t>(open) < logits.size()) {
+        logits[open] = kNegInf;
+      }
       return inner_ == nullptr || inner_->Mask(logits);
+    }
   }
   return true;
 }

@@ -28,11 +28,18 @@ struct ReasoningTags {
 
 class ReasoningGate : public TokenConstraint {
  public:
-  // `starts_inside`: the prompt opened the block (DeepSeek-R1 distills end it with "<think>\n").
-  // `budget`: most reasoning tokens, unset = no limit. `inner`: the answer's constraint, or
-  // null (free). `token_text(id)`: a token's text as the answer shows it.
-  ReasoningGate(std::shared_ptr<const ReasoningTags> tags, bool starts_inside,
-                std::optional<int> budget, std::unique_ptr<TokenConstraint> inner,
+  // Where the answer starts, as the rendered prompt left it.
+  enum class Start {
+    kMayOpen,  // the prompt's tail has no block: one may open at the answer's start
+    kInside,   // the prompt opened the block (DeepSeek-R1 distills end it with "<think>\n")
+    kAfter,    // the prompt closed it (Qwen3 with enable_thinking false): the open tag's
+               // token is masked throughout, so no block opens
+  };
+
+  // `start`: see Start. `budget`: most reasoning tokens, unset = no limit. `inner`: the
+  // answer's constraint, or null (free). `token_text(id)`: a token's text as the answer shows it.
+  ReasoningGate(std::shared_ptr<const ReasoningTags> tags, Start start, std::optional<int> budget,
+                std::unique_ptr<TokenConstraint> inner,
                 std::function<std::string_view(int32_t)> token_text);
   ReasoningGate(const ReasoningGate& other);
 
@@ -58,7 +65,8 @@ class ReasoningGate : public TokenConstraint {
   std::unique_ptr<TokenConstraint> inner_;
   std::function<std::string_view(int32_t)> token_text_;
   Phase phase_ = Phase::kStart;
-  std::string text_;  // kStart: the answer so far; kReasoning: the block's tail
+  bool open_masked_ = false;  // Start::kAfter
+  std::string text_;          // kStart: the answer so far; kReasoning: the block's tail
   int reasoning_tokens_ = 0;
   size_t closing_pos_ = 0;  // kClosing: next of tags_->close_ids
 };

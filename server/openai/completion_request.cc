@@ -141,6 +141,58 @@ absl::Status ParseContent(const json& message, const std::string& name, json* ou
   return absl::OkStatus();
 }
 
+// An assistant message's tool_calls as templates take them (transformers' convention, as gRPC
+// Chat gives them): the arguments' JSON text (OpenAI's wire form) parsed into an object, so that
+// templates writing `arguments | tojson` do not quote a string. Other keys pass through.
+absl::Status ParseToolCalls(const json& calls, const std::string& name, json* message) {
+  if (!calls.is_array()) {
+    return FieldError(name, absl::StrCat("expected an array, got ", JsonTypeName(calls)));
+  }
+  json out = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const std::string call_name = absl::StrCat(name, "[", k, "]");
+    const json& c = calls[k];
+    if (!c.is_object()) {
+      return FieldError(call_name, absl::StrCat("expected an object, got ", JsonTypeName(c)));
+    }
+    JsonFields f(c, call_name);
+    std::optional<std::string> type, id, fn_name;
+    TG_RETURN_IF_ERROR(f.String("type", &type));
+    if (type.has_value() && *type != "function") {
+      return FieldError(f.Name("type"), absl::StrCat("must be \"function\", got \"", *type, "\""));
+    }
+    TG_RETURN_IF_ERROR(f.String("id", &id));
+    const json* fn = f.Get("function");
+    if (fn == nullptr) return FieldError(f.Name("function"), "is required");
+    if (!fn->is_object()) {
+      return FieldError(f.Name("function"),
+                        absl::StrCat("expected an object, got ", JsonTypeName(*fn)));
+    }
+    JsonFields g(*fn, f.Name("function"));
+    TG_RETURN_IF_ERROR(g.String("name", &fn_name));
+    if (!fn_name.has_value()) return FieldError(g.Name("name"), "is required");
+    json arguments = json::object();
+    if (const json* a = g.Get("arguments"); a != nullptr && a->is_string()) {
+      const std::string& text = a->get_ref<const std::string&>();
+      if (!text.empty()) arguments = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (!arguments.is_object()) {
+        return FieldError(g.Name("arguments"), "is not a JSON object's text");
+      }
+    } else if (a != nullptr && a->is_object()) {
+      arguments = *a;
+    } else if (a != nullptr) {
+      return FieldError(
+          g.Name("arguments"),
+          absl::StrCat("expected a string (a JSON object's text), got ", JsonTypeName(*a)));
+    }
+    json call = c;
+    call["function"]["arguments"] = std::move(arguments);
+    out.push_back(std::move(call));
+  }
+  (*message)["tool_calls"] = std::move(out);
+  return absl::OkStatus();
+}
+
 absl::Status ParseMessages(const json& body, CompletionRequest* r) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) return FieldError("messages", "is required");
@@ -163,26 +215,27 @@ absl::Status ParseMessages(const json& body, CompletionRequest* r) {
           f.Name("role"),
           absl::StrCat("must be system, developer, user, assistant or tool, got \"", *role, "\""));
     }
-    json out = m;  // other keys (name, tool_calls, tool_call_id, ...) reach the template as sent
-    // OpenAI sends a call's arguments as JSON text; templates take them as an object (as
-    // transformers' apply_chat_template does), so they render the call the model would write.
-    if (auto calls = out.find("tool_calls"); calls != out.end() && calls->is_array()) {
-      for (json& call : *calls) {
-        json* args = call.is_object() && call.contains("function") && call["function"].is_object()
-                         ? &call["function"]["arguments"]
-                         : nullptr;
-        if (args == nullptr || !args->is_string()) continue;
-        json parsed = json::parse(args->get<std::string>(), nullptr, false);
-        if (parsed.is_object()) *args = std::move(parsed);
-      }
-    }
+    json out = m;  // other keys (name, tool_call_id, ...) reach the template as sent
     // Templates know "system"; "developer" is OpenAI's newer name for it.
     if (*role == "developer") out["role"] = "system";
     if (f.Has("content")) {
       TG_RETURN_IF_ERROR(ParseContent(m, f.Name("content"), &out["content"]));
-    } else if (*role != "assistant") {
-      // Only an assistant turn that made tool calls may leave its content out.
+    } else if (*role == "assistant") {
+      // An assistant turn that made tool calls may leave its content out or null (the SDKs
+      // send back the message as received, "content": null). Templates concatenate and search
+      // the content without checking for none (Qwen3's `'</think>' in message.content`), so
+      // it reaches them as "", as gRPC's ChatMessage.content does.
+      out["content"] = "";
+    } else {
       return FieldError(f.Name("content"), "is required");
+    }
+    if (const json* calls = f.Get("tool_calls"); calls != nullptr && *calls != json::array()) {
+      if (*role != "assistant") {
+        return FieldError(f.Name("tool_calls"), "only assistant messages have tool calls");
+      }
+      TG_RETURN_IF_ERROR(ParseToolCalls(*calls, f.Name("tool_calls"), &out));
+    } else {
+      out.erase("tool_calls");  // null or []: none
     }
     r->chat.messages.push_back(std::move(out));
   }

@@ -94,8 +94,12 @@ absl::StatusOr<PreparedChat> PromptPreparer::Prepare(const ChatTurn& turn) const
   const ReasoningSyntax reasoning =
       format == ReasoningFormat::kRaw ? ReasoningSyntax::kNone : syntax_.reasoning;
   const bool starts_in_reasoning = PromptOpensReasoning(rendered, syntax_.reasoning);
-  TG_ASSIGN_OR_RETURN(out.constraint, Constraint(turn, tools_active, starts_in_reasoning,
-                                                 &out.shown_special_tokens));
+  const ReasoningGate::Start reasoning_start = starts_in_reasoning ? ReasoningGate::Start::kInside
+                                               : PromptClosesReasoning(rendered, syntax_.reasoning)
+                                                   ? ReasoningGate::Start::kAfter
+                                                   : ReasoningGate::Start::kMayOpen;
+  TG_ASSIGN_OR_RETURN(out.constraint,
+                      Constraint(turn, tools_active, reasoning_start, &out.shown_special_tokens));
 
   AssistantOutputOptions& parse = out.answer.options;
   parse.format = syntax_.tool_format;
@@ -120,7 +124,7 @@ absl::StatusOr<TokenConstraintFactory> PromptPreparer::OutputConstraint(
 }
 
 absl::StatusOr<TokenConstraintFactory> PromptPreparer::Constraint(
-    const ChatTurn& turn, bool tools_active, bool starts_in_reasoning,
+    const ChatTurn& turn, bool tools_active, ReasoningGate::Start reasoning_start,
     std::vector<int32_t>* shown) const {
   const Tokenizer* tok = &tokenizer_;
   // The tool-call markers (when tools are offered) and reasoning tags that are control tokens
@@ -191,10 +195,10 @@ absl::StatusOr<TokenConstraintFactory> PromptPreparer::Constraint(
   tags->close = std::string(ReasoningCloseTag(syntax_.reasoning));
   tags->open_id = tokenizer_.TokenToId(tags->open);
   tags->close_ids = EncodeChatPrompt(tokenizer_, tags->close);
-  return TokenConstraintFactory([tags = std::shared_ptr<const ReasoningTags>(tags),
-                                 starts_in_reasoning, budget, inner, token_text] {
-    return std::make_unique<ReasoningGate>(tags, starts_in_reasoning, budget,
-                                           inner ? inner() : nullptr, token_text);
+  return TokenConstraintFactory([tags = std::shared_ptr<const ReasoningTags>(tags), reasoning_start,
+                                 budget, inner, token_text] {
+    return std::make_unique<ReasoningGate>(tags, reasoning_start, budget, inner ? inner() : nullptr,
+                                           token_text);
   });
 }
 

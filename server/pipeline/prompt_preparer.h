@@ -16,6 +16,7 @@
 #include "engine/chat/assistant_output_parser.h"
 #include "engine/chat/model_chat_template.h"
 #include "engine/chat/tool_call_format.h"
+#include "engine/constraint/reasoning_gate.h"
 #include "engine/decoding/token_constraint.h"
 #include "engine/grammar/grammar_vocab.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -73,7 +74,7 @@ class PromptPreparer {
   // not render them, described in the system message).
   absl::StatusOr<ChatTemplateInput> TemplateInput(const ChatTurn& turn, bool tools_active) const;
   absl::StatusOr<TokenConstraintFactory> Constraint(const ChatTurn& turn, bool tools_active,
-                                                    bool starts_in_reasoning,
+                                                    ReasoningGate::Start reasoning_start,
                                                     std::vector<int32_t>* shown) const;
 
   absl::StatusOr<ModelChatTemplate> template_;

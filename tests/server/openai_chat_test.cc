@@ -154,6 +154,67 @@ TEST_CASE("chat options reach the template: text parts, developer, add_generatio
         prompt_tokens(user));
 }
 
+// 13-tools-openai's messages as transformers' templates expect them (what 14 and 15 carry):
+// an assistant's content "" instead of null, tool-call arguments as objects.
+Json TransformersShape(Json messages) {
+  for (Json& m : messages) {
+    if (m.contains("content") && m["content"].is_null()) m["content"] = "";
+    if (!m.contains("tool_calls")) continue;
+    for (Json& c : m["tool_calls"]) {
+      c["function"]["arguments"] = Json::parse(c["function"]["arguments"].get<std::string>());
+    }
+  }
+  return messages;
+}
+
+TEST_CASE("an assistant's tool calls as OpenAI sends them render as the object form",
+          "[server][openai][chat][tools]") {
+  // OpenAI's shape (content null, arguments a JSON string), as SDKs send the answer back.
+  const Json conversation =
+      Json::parse(ReadFile(ChatTemplates() + "/conversations/13-tools-openai.json"));
+  const Json openai = {{"messages", conversation["messages"]},
+                       {"tools", conversation["tools"]},
+                       {"max_tokens", 8},
+                       {"temperature", 0}};
+  Json transformers = openai;
+  transformers["messages"] = TransformersShape(conversation["messages"]);
+
+  // Qwen2.5's template writes `arguments | tojson`: given the string, jinja2 renders it quoted
+  // (expected/, as transformers would); the server parses it first, as vLLM and llama.cpp do,
+  // so the prompt is jinja2's text with the object in its place.
+  std::string rendered =
+      ReadFile(ChatTemplates() + "/expected/Qwen-Qwen2.5-7B-Instruct/13-tools-openai.agp-true.txt");
+  const std::string quoted = R"("{\"location\": \"Paris, France\", \"unit\": \"celsius\"}")";
+  const size_t at = rendered.find(quoted);
+  REQUIRE(at != std::string::npos);
+  rendered.replace(at, quoted.size(), R"({"location": "Paris, France", "unit": "celsius"})");
+  v1::GenerateRequest req;
+  req.set_prompt(rendered);
+  req.set_add_bos(false);
+  req.set_max_new_tokens(8);
+  auto stub = NewStub(*ChatServer().process);
+  StreamResult grpc = RunGenerate(*stub, req);
+  REQUIRE(grpc.status.ok());
+  for (const Json& body : {openai, transformers}) {
+    const Json r = Chat(body);
+    CHECK(r["usage"]["prompt_tokens"] == grpc.last.usage().prompt_tokens());
+    CHECK(r["choices"][0]["message"]["content"] == grpc.text);
+  }
+
+  // Qwen3's template reads the content without checking for none (`'</think>' in
+  // message.content`): null reaches it as "".
+  auto qwen3 =
+      StartHttpServer({"--chat-template", ChatTemplates() + "/templates/Qwen-Qwen3-0.6B.jinja"});
+  int prompt_tokens = -1;
+  for (const Json& body : {openai, transformers}) {
+    HttpReply r = Post(qwen3->http_port, "/v1/chat/completions", body);
+    INFO(r.body);
+    REQUIRE(r.status == 200);
+    if (prompt_tokens < 0) prompt_tokens = r.json["usage"]["prompt_tokens"].get<int>();
+    CHECK(r.json["usage"]["prompt_tokens"] == prompt_tokens);
+  }
+}
+
 TEST_CASE("a template that refuses the conversation is 400 with its message",
           "[server][openai][chat]") {
   auto server = StartHttpServer(

@@ -49,6 +49,21 @@ std::string ChatBody(const Json& extra) {
   return b.dump();
 }
 
+// A tool call as an assistant message carries it; `arguments` as given.
+Json Call(const Json& arguments) {
+  return {{"id", "call_1"},
+          {"type", "function"},
+          {"function", {{"name", "f"}, {"arguments", arguments}}}};
+}
+
+// A chat body whose second message is an assistant turn with these tool_calls.
+std::string AssistantCalls(const Json& tool_calls) {
+  return ChatBody({{"messages",
+                    {{{"role", "user"}, {"content", "hi"}},
+                     {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls}},
+                     {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "42"}}}}});
+}
+
 TEST_CASE("malformed bodies are 400 saying why", "[server][openai][errors]") {
   for (const ErrorCase& c : std::vector<ErrorCase>{
            {kC, "{\"prompt\": ", 400, "", "not valid JSON"},
@@ -69,6 +84,25 @@ TEST_CASE("unknown and unsupported fields are refused by name", "[server][openai
            {kChat, ChatBody({{"tools", {{{"type", "function"}}}}}), 400, "tools",
             "tools[0].function: must be an object"},
            {kChat, ChatBody({{"tool_choice", "auto"}}), 400, "tool_choice", "needs tools"},
+           {kChat, AssistantCalls(5), 400, "messages[1].tool_calls", "expected an array"},
+           {kChat, AssistantCalls(Json::array({{{"type", "function"}}})), 400,
+            "messages[1].tool_calls[0].function", "is required"},
+           {kChat,
+            AssistantCalls(Json::array({{{"type", "custom"}, {"function", {{"name", "f"}}}}})), 400,
+            "messages[1].tool_calls[0].type", "must be \"function\""},
+           {kChat, AssistantCalls(Json::array({Call("{\"a\": ")})), 400,
+            "messages[1].tool_calls[0].function.arguments", "is not a JSON object's text"},
+           {kChat, AssistantCalls(Json::array({Call("[1]")})), 400,
+            "messages[1].tool_calls[0].function.arguments", "is not a JSON object's text"},
+           {kChat, AssistantCalls(Json::array({Call(7)})), 400,
+            "messages[1].tool_calls[0].function.arguments",
+            "expected a string (a JSON object's text), got an integer"},
+           {kChat,
+            ChatBody({{"messages",
+                       {{{"role", "user"},
+                         {"content", "hi"},
+                         {"tool_calls", Json::array({Call("{}")})}}}}}),
+            400, "messages[0].tool_calls", "only assistant messages"},
            {kChat, ChatBody({{"response_format", {{"type", "xml"}}}}), 400, "response_format.type",
             "must be text, json_object, json_schema"},
            {kChat, ChatBody({{"response_format", {{"type", "json_schema"}}}}), 400,

@@ -225,6 +225,14 @@ TEST_CASE("the answer starts inside a reasoning block when the prompt opened it"
   CHECK(PromptOpensReasoning("[INST]hi[/INST][THINK]", ReasoningSyntax::kMistralThink));
   CHECK_FALSE(PromptOpensReasoning("<think>\n", ReasoningSyntax::kNone));
   CHECK_FALSE(PromptOpensReasoning("", ReasoningSyntax::kThinkTags));
+  CHECK(PromptClosesReasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n",
+                              ReasoningSyntax::kThinkTags));
+  CHECK(PromptClosesReasoning("[INST]hi[/INST][THINK]x[/THINK]", ReasoningSyntax::kMistralThink));
+  CHECK_FALSE(
+      PromptClosesReasoning("<|im_start|>assistant\n<think>\n", ReasoningSyntax::kThinkTags));
+  CHECK_FALSE(
+      PromptClosesReasoning("</think>x<|im_start|>assistant\n", ReasoningSyntax::kThinkTags));
+  CHECK_FALSE(PromptClosesReasoning("</think>\n", ReasoningSyntax::kNone));
 }
 
 nlohmann::json Tool(const std::string& name) {

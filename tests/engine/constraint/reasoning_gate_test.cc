@@ -50,7 +50,7 @@ std::vector<int32_t> Allowed(const TokenConstraint& c) {
 }
 
 TEST_CASE("reasoning is free, the answer follows the inner constraint", "[constraint][reasoning]") {
-  ReasoningGate g(Tags(), /*starts_inside=*/false, std::nullopt, Braces(), Text);
+  ReasoningGate g(Tags(), ReasoningGate::Start::kMayOpen, std::nullopt, Braces(), Text);
   // At the start: the inner constraint's first token, or the open tag.
   CHECK(Allowed(g) == std::vector<int32_t>{0, 4});
   REQUIRE(g.Accept(0));
@@ -67,7 +67,7 @@ TEST_CASE("reasoning is free, the answer follows the inner constraint", "[constr
 }
 
 TEST_CASE("the budget forces the closing tag", "[constraint][reasoning]") {
-  ReasoningGate g(Tags(), /*starts_inside=*/true, 2, Braces(), Text);
+  ReasoningGate g(Tags(), ReasoningGate::Start::kInside, 2, Braces(), Text);
   REQUIRE(g.Accept(2));
   auto clone = g.Clone();
   REQUIRE(g.Accept(3));
@@ -80,13 +80,13 @@ TEST_CASE("the budget forces the closing tag", "[constraint][reasoning]") {
   REQUIRE(clone->Accept(1));  // the model closes it itself
   CHECK(Allowed(*clone) == std::vector<int32_t>{4});
 
-  ReasoningGate zero(Tags(), /*starts_inside=*/true, 0, nullptr, Text);
+  ReasoningGate zero(Tags(), ReasoningGate::Start::kInside, 0, nullptr, Text);
   CHECK(Allowed(zero) == std::vector<int32_t>{1});
 }
 
 TEST_CASE("without an inner constraint the answer is free and never complete",
           "[constraint][reasoning]") {
-  ReasoningGate g(Tags(), /*starts_inside=*/false, 1, nullptr, Text);
+  ReasoningGate g(Tags(), ReasoningGate::Start::kMayOpen, 1, nullptr, Text);
   CHECK(Allowed(g).size() == kTokens.size());
   REQUIRE(g.Accept(0));  // opens
   REQUIRE(g.Accept(2));  // the budget of 1 is spent
@@ -95,10 +95,28 @@ TEST_CASE("without an inner constraint the answer is free and never complete",
   CHECK(Allowed(g).size() == kTokens.size());
   CHECK_FALSE(g.Complete());
   // An answer that does not open a block: free from the start, the budget never applies.
-  ReasoningGate plain(Tags(), /*starts_inside=*/false, 1, nullptr, Text);
+  ReasoningGate plain(Tags(), ReasoningGate::Start::kMayOpen, 1, nullptr, Text);
   REQUIRE(plain.Accept(2));
   REQUIRE(plain.Accept(3));
   CHECK(Allowed(plain).size() == kTokens.size());
+}
+
+TEST_CASE("after a block the prompt closed, none opens", "[constraint][reasoning]") {
+  // With an inner constraint: its tokens only, not the open tag.
+  ReasoningGate g(Tags(), ReasoningGate::Start::kAfter, 0, Braces(), Text);
+  CHECK(Allowed(g) == std::vector<int32_t>{4});
+  REQUIRE(g.Accept(4));
+  REQUIRE(g.Accept(5));
+  CHECK(g.Complete());
+  CHECK(g.reasoning_tokens() == 0);
+  // Free: everything but the open tag, throughout (a budget never forces a close).
+  ReasoningGate free(Tags(), ReasoningGate::Start::kAfter, 0, nullptr, Text);
+  std::vector<int32_t> all_but_open(kTokens.size() - 1);
+  for (size_t i = 0; i < all_but_open.size(); ++i) all_but_open[i] = static_cast<int32_t>(i + 1);
+  CHECK(Allowed(free) == all_but_open);
+  REQUIRE(free.Accept(2));
+  CHECK(Allowed(*free.Clone()) == all_but_open);
+  CHECK_FALSE(free.Complete());
 }
 
 }  // namespace reasoning_gate_test
