@@ -10,9 +10,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace textgen::server;
   if (size == 0) return 0;
-  const anthropic::MessagesRoute route = (data[0] & 1) != 0
-                                             ? anthropic::MessagesRoute::kCountTokens
-                                             : anthropic::MessagesRoute::kCreate;
+  const anthropic::MessagesRoute route = (data[0] & 1) != 0 ? anthropic::MessagesRoute::kCountTokens
+                                                            : anthropic::MessagesRoute::kCreate;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   const RequestLimits limits;
   auto request = anthropic::ParseMessagesRequest(route, body, limits);

@@ -74,7 +74,7 @@ Read by the scripts and tests only:
 | `TEXTGEN_CHAT_TEMPLATES` | tests | the chat-template corpus (default `$TEXTGEN_MODELS/../chat-templates`) |
 | `TEXTGEN_SOAK_SECONDS` | the soak test | how long it runs (default 60) |
 | `TEXTGEN_TEST_SERVER_LOG` | tests | `1`: print each test server's log when it stops |
-| `TEXTGEN_BENCH_MODELS` | `scripts/bench.sh` | where the synthetic models are cached (default `build/bench-models`) |
+| `TEXTGEN_BENCH_MODELS` | `scripts/bench.sh`, `textgen-bench --structured` | where the synthetic models are cached (`scripts/bench.sh`'s default `build/bench-models`; `textgen-bench` without it writes to a temporary folder it removes) |
 | `BENCH_SECONDS` | `scripts/bench-server.sh` | seconds per row (default 10; `--seconds` wins) |
 | `TEXTGEN_FUZZ_SECONDS` | `scripts/test-fuzz.sh` | fuzzing time per target (default 30; an argument wins) |
 | `TEXTGEN_CMAKE_ARGS` | `scripts/build.sh` | extra CMake arguments, e.g. `-DTEXTGEN_MARCH=native` |
@@ -82,7 +82,7 @@ Read by the scripts and tests only:
 EOF
 }
 # The TEXTGEN_ variables the table above covers (checked against the product code's getenv()).
-BY_HAND="TEXTGEN_MODELS TEXTGEN_MAX_ISA TEXTGEN_BF16_DOT"
+BY_HAND="TEXTGEN_MODELS TEXTGEN_MAX_ISA TEXTGEN_BF16_DOT TEXTGEN_BENCH_MODELS"
 
 fail() { echo "gen-config-docs.sh: $*" >&2; exit 1; }
 

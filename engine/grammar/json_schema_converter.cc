@@ -241,7 +241,11 @@ absl::Status SchemaConverter::CheckKeywords(const std::string& ptr) {
     out = AsCount(*it);
     return absl::OkStatus();
   };
-  for (const auto& [key, value] : schema->items()) {
+  for (const auto& item : schema->items()) {
+    // Named references, not a structured binding: clang 14 (the fuzz build) cannot capture a
+    // binding in the lambdas below.
+    const std::string& key = item.key();
+    const Json& value = item.value();
     if (Ignored().contains(key)) {
       if ((key == "$defs" || key == "definitions") && !value.is_object()) {
         return Invalid(absl::StrCat("\"", key, "\" must be an object"), ptr);
