@@ -85,7 +85,7 @@ TEST_CASE("blocks open in the order the pieces come, one at a time", "[server][a
   CHECK(stops == 5);
 }
 
-TEST_CASE("a call cut off keeps its streamed arguments; its whole input is {}",
+TEST_CASE("a call cut off keeps its streamed arguments, its whole input is {}",
           "[server][anthropic]") {
   MessageBlocks blocks;
   std::vector<SseEvent> events;
