@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -21,6 +22,8 @@ constexpr const char* kRoles[] = {"system", "user", "assistant", "tool"};
 constexpr const char* kReservedKwargs[] = {"messages", "add_generation_prompt", "bos_token",
                                            "eos_token", "tools"};
 
+json StructToJson(const google::protobuf::Struct& s);
+
 json ValueToJson(const google::protobuf::Value& v) {
   switch (v.kind_case()) {
     case google::protobuf::Value::kBoolValue:
@@ -36,11 +39,8 @@ json ValueToJson(const google::protobuf::Value& v) {
     }
     case google::protobuf::Value::kStringValue:
       return v.string_value();
-    case google::protobuf::Value::kStructValue: {
-      json o = json::object();
-      for (const auto& [k, field] : v.struct_value().fields()) o[k] = ValueToJson(field);
-      return o;
-    }
+    case google::protobuf::Value::kStructValue:
+      return StructToJson(v.struct_value());
     case google::protobuf::Value::kListValue: {
       json a = json::array();
       for (const auto& item : v.list_value().values()) a.push_back(ValueToJson(item));
@@ -51,10 +51,18 @@ json ValueToJson(const google::protobuf::Value& v) {
   }
 }
 
-// A Struct as the JSON object it holds.
+// A Struct as the JSON object it holds, keys sorted: a protobuf Map's iteration order is
+// unspecified (it differs between two maps of the same fields), and it would become the
+// schema's property order, so the same request would get a different grammar (and answer)
+// each time.
 json StructToJson(const google::protobuf::Struct& s) {
+  std::vector<const std::string*> keys;
+  keys.reserve(s.fields().size());
+  for (const auto& [k, field] : s.fields()) keys.push_back(&k);
+  std::sort(keys.begin(), keys.end(),
+            [](const std::string* a, const std::string* b) { return *a < *b; });
   json o = json::object();
-  for (const auto& [k, field] : s.fields()) o[k] = ValueToJson(field);
+  for (const std::string* k : keys) o[*k] = ValueToJson(s.fields().at(*k));
   return o;
 }
 
