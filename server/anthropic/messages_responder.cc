@@ -115,18 +115,11 @@ bool MessagesResponder::Flush(httplib::DataSink& sink) {
 
 bool MessagesResponder::Serve(httplib::DataSink& sink) {
   EmitOne("message_start", json{{"type", "message_start"}, {"message", MessageJson(true)}});
-  std::vector<openai::CompletionRun::Event> events;
-  bool done = false;
-  while (!done) {
-    if (!Flush(sink) || !sink.is_writable()) {
-      // Gone (closed, reset, or not reading until the write timed out): stop the work.
-      run_->Cancel();
-      outcome_ = "CANCELLED";
-      return false;
-    }
-    events.clear();
-    done = run_->Take(kPollInterval, &events);
-    for (openai::CompletionRun::Event& e : events) Handle(e);
+  if (!run_->Drive(
+          kPollInterval, [&] { return Flush(sink) && sink.is_writable(); },
+          [&](openai::CompletionRun::Event& e) { Handle(e); })) {
+    outcome_ = "CANCELLED";
+    return false;
   }
   if (!error_.ok()) {
     outcome_ = MetricsCode(error_);

@@ -71,18 +71,11 @@ bool CompletionResponder::Serve(httplib::DataSink& sink) {
   if (request_.endpoint == Endpoint::kChat) {
     for (int i = 0; i < request_.n; ++i) Emit(json_.RoleChunk(i));
   }
-  std::vector<CompletionRun::Event> events;
-  bool done = false;
-  while (!done) {
-    if (!Flush(sink) || !sink.is_writable()) {
-      // Gone (closed, reset, or not reading until the write timed out): stop the work.
-      run_->Cancel();
-      outcome_ = "CANCELLED";
-      return false;
-    }
-    events.clear();
-    done = run_->Take(kPollInterval, &events);
-    for (CompletionRun::Event& e : events) Handle(e);
+  if (!run_->Drive(
+          kPollInterval, [&] { return Flush(sink) && sink.is_writable(); },
+          [&](CompletionRun::Event& e) { Handle(e); })) {
+    outcome_ = "CANCELLED";
+    return false;
   }
   if (!error_.ok()) {
     outcome_ = MetricsCode(error_);

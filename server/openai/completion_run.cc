@@ -115,4 +115,21 @@ bool CompletionRun::Take(absl::Duration timeout, std::vector<Event>* out) {
   return queue_->pending == 0;
 }
 
+bool CompletionRun::Drive(absl::Duration poll, const std::function<bool()>& deliver,
+                          const std::function<void(Event&)>& handle) {
+  std::vector<Event> events;
+  bool done = false;
+  while (!done) {
+    if (!deliver()) {
+      // Gone (closed, reset, or not reading until the write timed out): stop the work.
+      Cancel();
+      return false;
+    }
+    events.clear();
+    done = Take(poll, &events);
+    for (Event& e : events) handle(e);
+  }
+  return true;
+}
+
 }  // namespace textgen::server::openai

@@ -8,6 +8,7 @@
 #define TEXTGEN_SERVER_OPENAI_COMPLETION_RUN_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -45,6 +46,13 @@ class CompletionRun {
   // Cancels every engine request that has not finished (they end at the next step, freeing
   // their KV blocks). Thread-safe, idempotent.
   void Cancel();
+  // An HTTP worker's loop over the run, shared by the front ends: until every request has
+  // delivered its last event, `deliver` writes what is pending (false: the client is gone,
+  // then the run is cancelled and Drive returns false) and each event taken (waiting up to
+  // `poll` for one) goes to `handle`. True once every request is done; what `handle` queued
+  // after the last deliver is the caller's to write.
+  bool Drive(absl::Duration poll, const std::function<bool()>& deliver,
+             const std::function<void(Event&)>& handle);
 
  private:
   struct Queue;
