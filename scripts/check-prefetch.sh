@@ -10,7 +10,7 @@ set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 BINARY" >&2; exit 2; }
 # family; function-name pattern (awk regex); the levels it prefetches at
 families=(
-  "Q8_0 decode kernels;GemvQ8_0Vnni|Q8_0DirectRows<;avx2 avx512vnni avx512bf16 amx"
+  "Q8_0 decode kernels;GemvQ8_0Vnni|GemvQ8_0Columns8|Q8_0Panel8<|Q8_0DirectRows<;avx2 avx512 avx512vnni avx512bf16 amx"
   "Q4_K and Q4_0 column-lane decode;Q4KDirectRows<|Q4_0DirectRows<;avx512vnni avx512bf16 amx"
   "exact-mode quant tiles;GemvQuantExact|ExactTile<textgen::ops::unpack::;avx2 avx512 avx512vnni avx512bf16 amx"
   "512-bit K-quant tiles;(Q2K|Q3K|Q4K|Q6K|IQ4XS)Tile<;avx512vnni avx512bf16 amx"

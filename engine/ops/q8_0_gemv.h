@@ -38,11 +38,11 @@ void QuantizeActivationsQ8_0(const float* x, int64_t n, int64_t in, BlockQ8_0* x
 // [n, w.in / 32], e.g. by QuantizeActivationsQ8_0):
 //   y = sum over blocks b of (F32(d_w[b]) * F32(d_x[b])) * (int32 sum_k q_w[k] * q_x[k]).
 // The integer products and sums are exact (AVX-512 VNNI, or on AVX2 int16-widened
-// _mm256_madd_epi16; int32 lanes of 4 products each). At the AVX-512 VNNI levels each block's
-// exact sum is scaled and added once per weight row (the formula's order; column lanes,
-// engine/ops/quant_columns.h); on AVX2, as in llama.cpp's AVX2 code, each lane is scaled and
-// added in F32, so only float rounding and summation order differ from the formula. Any int8
-// values are allowed on both sides (including -128).
+// _mm256_madd_epi16). Every level computes the same bytes, in one order per weight row:
+//   acc = 0; for b in order: acc = fma(F32(isum_b), F32(d_w[b]) * F32(d_x[b]), acc)
+// (portable::GemvQ8_0Vnni spells it out; column lanes at the VNNI levels,
+// engine/ops/quant_columns.h, 8-row panels of ymm lanes at avx2 and avx512), so which level
+// runs never changes an answer. Any int8 values are allowed on both sides (including -128).
 void GemvQ8_0Vnni(const WeightView& w, const BlockQ8_0* xq, int64_t n, float* y, int64_t ldy,
                   int64_t r0, int64_t r1);
 
@@ -56,7 +56,8 @@ bool PackQ8_0Vnni(const BlockQ8_0* xq, int64_t n, int64_t nb, PackedActivations*
 void GemvQ8_0VnniPacked(const WeightView& w, const BlockQ8_0* xq, const PackedActivations* packed,
                         int64_t i0, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
-// The portable C++ versions of the above, with the same results up to float summation order.
+// The portable C++ versions of the above: GemvQ8_0Vnni gives every level's bytes; the others
+// the same results up to float summation order.
 // The public functions use them when the build has neither AVX-512 (with VNNI for
 // GemvQ8_0Vnni) nor AVX2+FMA+F16C; exposed so that the tests run them on every machine.
 namespace portable {

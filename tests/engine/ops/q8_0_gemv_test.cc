@@ -38,9 +38,8 @@ Expected ExactRef(const std::vector<BlockQ8_0>& w, int64_t in, const float* x, i
 }
 
 // llama.cpp's Q8_0 x Q8_0 dot product: sum_b d_w * d_x * (integer sum of q_w * q_x). The
-// magnitude is sum |d_w d_x q_w q_x| over every product, not over whole blocks: like llama.cpp's
-// AVX2 code, the kernel scales each int32 lane (a partial sum of 4 products) and adds the
-// lanes in float, so a block whose lanes cancel carries their rounding errors.
+// magnitude is sum |d_w d_x q_w q_x| over every product, not over whole blocks (a bound that
+// also holds for kernels that scale partial sums of a block, as llama.cpp's AVX2 code does).
 Expected VnniRef(const std::vector<BlockQ8_0>& w, int64_t in, const BlockQ8_0* xq, int64_t r) {
   const int64_t nb = in / 32;
   Expected e;
@@ -207,6 +206,40 @@ TEST_CASE("GemvQ8_0VnniPacked: one packing per call gives every row range's byte
     GemvQ8_0VnniPacked(view, xq.data(), is_packed ? &packed : nullptr, i0, m, got.data(), out, r0,
                        r1);
     CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+  }
+}
+
+// The choice of kernel level changes speed, never answers: this level's kernel (whatever
+// TEXTGEN_MAX_ISA runs: column lanes at the VNNI levels, 8-row ymm panels at avx2 and avx512)
+// gives the portable kernel's bytes, which state the one order, for every row count, row
+// range and packing, on weights at the int8 extremes as well as random ones.
+TEST_CASE("GemvQ8_0Vnni gives the portable kernel's bytes at this level") {
+  std::mt19937 rng(57);
+  PackedActivations packed;
+  for (int trial = 0; trial < 40; ++trial) {
+    const int64_t in = 32 * (1 + rng() % 70), out = 1 + rng() % 50, n = 1 + rng() % 9;
+    const int64_t nb = in / 32;
+    INFO("trial " << trial << " in " << in << " out " << out << " n " << n);
+    std::vector<BlockQ8_0> w = RandomBlocks(out * nb, rng(), 0.05f);
+    std::vector<BlockQ8_0> xq = RandomBlocks(n * nb, rng(), 0.1f);
+    if (trial % 4 == 3) {  // every product at the extremes, -128 on both sides
+      for (BlockQ8_0& b : w) {
+        for (int k = 0; k < 32; ++k) b.qs[k] = (rng() & 1) ? 127 : -128;
+      }
+      for (BlockQ8_0& b : xq) {
+        for (int k = 0; k < 32; ++k) b.qs[k] = (rng() & 1) ? 127 : -128;
+      }
+    }
+    const WeightView view{WeightType::kQ8_0, w.data(), out, in};
+    const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
+    std::vector<float> want(n * out, -1.0f), got(n * out, -1.0f), got_packed(n * out, -1.0f);
+    portable::GemvQ8_0Vnni(view, xq.data(), n, want.data(), out, r0, r1);
+    GemvQ8_0Vnni(view, xq.data(), n, got.data(), out, r0, r1);
+    const bool is_packed = PackQ8_0Vnni(xq.data(), n, nb, &packed);
+    GemvQ8_0VnniPacked(view, xq.data(), is_packed ? &packed : nullptr, 0, n, got_packed.data(),
+                       out, r0, r1);
+    CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(want.data(), got_packed.data(), want.size() * sizeof(float)) == 0);
   }
 }
 
