@@ -62,6 +62,8 @@ read_by_hand() {
 | `TEXTGEN_MODELS` | textgen-server, textgen-run, textgen-bench, textgen-synth-model; the scripts and tests | the models folder. `textgen-server`'s and `textgen-run`'s default `--model` is `$TEXTGEN_MODELS/stories260K.gguf` (else `models/stories260K.gguf`); `textgen-synth-model`'s default `--vocab` folder is `$TEXTGEN_MODELS/vocab/` (else `../shared/models/vocab/`, else `models/vocab/`); `textgen-bench`'s default `--cache-model` is `$TEXTGEN_MODELS/stories260K.gguf` (else `../shared/models/stories260K.gguf`). `scripts/test.sh`, `scripts/demo.sh` and the tests default to `../shared/models` beside the checkout. |
 | `TEXTGEN_MAX_ISA` | every binary that runs the kernels | `avx2`, `avx512`, `avx512vnni`, `avx512bf16` or `amx`: the highest kernel level to use (default: the best the CPU and OS allow). Also caps oneDNN's ISA unless `ONEDNN_MAX_CPU_ISA` is set. An unknown name stops `textgen-server` with an error. See [kernels.md](kernels.md#kernel-levels). |
 | `TEXTGEN_BF16_DOT` | every binary that runs the kernels | `auto` (default), `vdpbf16ps` or `f32`: how `--compute bf16` multiplies BF16 weights where AMX does not. An unknown value stops `textgen-server`. See [kernels.md](kernels.md#bf16-dot-products). |
+| `TEXTGEN_KERNEL_SELECT` | every binary that loads a model | `measure` (default) or `table`: whether the level that runs a weight format whose levels agree bit for bit (Q8_0 so far) is measured on the model's weights after loading, per call shape (1 row; 2-4 rows), or is the highest level the CPU has. The choice changes speed, never answers. See [kernels.md](kernels.md#kernels-chosen-by-measurement). |
+| `TEXTGEN_KERNEL_CACHE` | every binary that loads a model | where measured kernel choices are kept between runs (default `$XDG_CACHE_HOME/textgen/kernel-choices.tsv`, else `~/.cache/textgen/kernel-choices.tsv`); `off` measures at every start. |
 | `ONEDNN_MAX_CPU_ISA` | oneDNN | oneDNN's own cap (e.g. `AVX2`); when set it wins over the one `TEXTGEN_MAX_ISA` implies. |
 | `GOMP_SPINCOUNT`, `OMP_*` | libgomp | oneDNN's OpenMP team only (the engine's own loops run on its worker pool); the defaults are kept on purpose, see [kernels.md](kernels.md#threads). |
 
@@ -82,7 +84,7 @@ Read by the scripts and tests only:
 EOF
 }
 # The TEXTGEN_ variables the table above covers (checked against the product code's getenv()).
-BY_HAND="TEXTGEN_MODELS TEXTGEN_MAX_ISA TEXTGEN_BF16_DOT TEXTGEN_BENCH_MODELS"
+BY_HAND="TEXTGEN_MODELS TEXTGEN_MAX_ISA TEXTGEN_BF16_DOT TEXTGEN_KERNEL_SELECT TEXTGEN_KERNEL_CACHE TEXTGEN_BENCH_MODELS"
 
 fail() { echo "gen-config-docs.sh: $*" >&2; exit 1; }
 

@@ -10,6 +10,8 @@ if [ ! -f "$TEXTGEN_MODELS/stories260K.gguf" ]; then
   exit 1
 fi
 bash scripts/build.sh
+# Measured kernel choices (docs/kernels.md) go beside the build, not into the user's cache.
+export TEXTGEN_KERNEL_CACHE="${TEXTGEN_KERNEL_CACHE:-$PWD/build/kernel-choices.tsv}"
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900
 # The engine's tests again at each lower kernel level this CPU has (TEXTGEN_MAX_ISA), and the
 # check that AVX-512/AMX code stays inside its levels.

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "engine/format/dtype.h"
+#include "engine/ops/kernel_calibration.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/rope.h"
@@ -197,7 +198,23 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig
 
   m->layers_.resize(config.n_layers);
   for (int l = 0; l < config.n_layers; ++l) TG_RETURN_IF_ERROR(m->LoadLayer(source, l, lo));
+  if (lo.compute == ops::LinearCompute::kBf16) m->CalibrateKernels();
   return m;
+}
+
+void LlamaModel::CalibrateKernels() const {
+  // The decode matmuls in the order a step reads them (kernel_calibration.h).
+  std::vector<ops::WeightView> weights;
+  for (const Layer& layer : layers_) {
+    for (const ops::Linear* w : {layer.wq.get(), layer.wk.get(), layer.wv.get(), layer.wo.get(),
+                                 layer.w_gate.get(), layer.w_up.get(), layer.w_down.get()}) {
+      if (w != nullptr) weights.push_back(w->weights());
+    }
+  }
+  weights.push_back(output_->weights());
+  ops::CalibrationOptions options;
+  options.cache_path = ops::DefaultKernelCachePath();
+  ops::CalibrateKernels(weights, options);
 }
 
 absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,

@@ -128,6 +128,9 @@ class LlamaModel {
       const WeightSource& source, const std::string& name, const std::vector<int64_t>& rows,
       int64_t in, const ops::LinearOptions& o);
   absl::Status LoadLayer(const WeightSource& source, int l, const ops::LinearOptions& lo);
+  // Measures (or reads from the cache) which kernel level runs each format whose levels agree
+  // bit for bit (ops/kernel_calibration.h), on this model's weights.
+  void CalibrateKernels() const;
 
   ModelConfig config_;
   NativeTensor token_embd_;  // [n_vocab, n_embd], rows widened to F32 on lookup

@@ -11,6 +11,8 @@
 #include "engine/ops/gemv_blocking.h"
 #include "engine/ops/gemv_float.h"
 #include "engine/ops/half.h"
+#include "engine/ops/kernel_calibration.h"
+#include "engine/ops/kernel_table.h"
 #include "engine/ops/kquant_dot.h"
 #include "engine/ops/kquant_dot_more.h"
 #include "engine/ops/q8_0_gemv.h"
@@ -35,6 +37,24 @@ void WidenBf16(const uint16_t* src, int64_t count, float* dst) {
 
 }  // namespace
 
+void RunQ8_0Int8(const KernelTable& k, const WeightView& w, const float* x, int64_t n, float* y,
+                 int threads) {
+  const int64_t out = w.out, in = w.in;
+  // Activations quantized once per call, shared read-only by all threads: xq [n, in/32].
+  thread_local std::vector<BlockQ8_0> xq;
+  const int64_t nb = in / kQ8_0Block;
+  xq.resize(static_cast<size_t>(n * nb));
+  k.quantize_activations_q8_0(x, n, in, xq.data());
+  const BlockQ8_0* q = xq.data();
+  // Repacked once here for the AVX-512 tiles, not by each thread range.
+  thread_local PackedActivations xp;
+  const PackedActivations* packed = k.pack_q8_0_vnni(q, n, nb, &xp) ? &xp : nullptr;
+  RunGemvBlocks(n, out, nb * sizeof(BlockQ8_0), static_cast<int64_t>(w.row_bytes()), threads,
+                [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
+                  k.gemv_q8_0_vnni_packed(w, q, packed, i0, i1 - i0, y + i0 * out, out, r0, r1);
+                });
+}
+
 absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
   const int64_t out = w_.out, in = w_.in;
   // Threads once the call streams parallel_min_bytes of weights (once per 4 activation rows).
@@ -46,18 +66,7 @@ absl::Status GemvMatmul::Run(const float* x, int64_t n, float* y) const {
     RunGemvBlocks(n, out, x_row_bytes, wrb, threads, kernel);
   };
   if (Vnni()) {
-    // Activations quantized once per call, shared read-only by all threads: xq [n, in/32].
-    thread_local std::vector<BlockQ8_0> xq;
-    const int64_t nb = in / kQ8_0Block;
-    xq.resize(static_cast<size_t>(n * nb));
-    QuantizeActivationsQ8_0(x, n, in, xq.data());
-    const BlockQ8_0* q = xq.data();
-    // Repacked once here for the AVX-512 tiles, not by each thread range.
-    thread_local PackedActivations xp;
-    const PackedActivations* packed = PackQ8_0Vnni(q, n, nb, &xp) ? &xp : nullptr;
-    blocks(nb * sizeof(BlockQ8_0), [&](int64_t i0, int64_t i1, int64_t r0, int64_t r1) {
-      GemvQ8_0VnniPacked(w_, q, packed, i0, i1 - i0, y + i0 * out, out, r0, r1);
-    });
+    RunQ8_0Int8(internal::KernelsFor(WeightType::kQ8_0, n), w_, x, n, y, threads);
     return absl::OkStatus();
   }
   if (KQuantInt8()) {

@@ -23,6 +23,16 @@
 
 namespace textgen::ops {
 
+struct KernelTable;
+
+// y[n, w.out] = x[n, w.in] . w^T for Q8_0 weights in the fast mode (--compute bf16), with the
+// kernels of one level's table `k`: activations quantized to Q8_0 once per call, packed for
+// that level, then its kernel over RunGemvBlocks' ranges on `threads` threads. GemvMatmul runs
+// it with the level measured for Q8_0 (kernel_calibration.h), the calibration with each
+// candidate level.
+void RunQ8_0Int8(const KernelTable& k, const WeightView& w, const float* x, int64_t n, float* y,
+                 int threads);
+
 class GemvMatmul final : public MatmulKernel {
  public:
   // `w` must outlive the object. Under compute kBf16, Q8_0 weights use the int8 VNNI kernel

@@ -210,6 +210,15 @@ const KernelTable* SelectKernelTable(absl::Span<const KernelTable* const> tables
 
 absl::Span<const KernelTable* const> BuiltKernelTables() { return kTables; }
 
+absl::Span<const KernelTable* const> RunnableKernelTables() {
+  // The levels nest (each has every extension of the ones below), so the chosen one and all
+  // below it run here.
+  const KernelTable* chosen = TheSelection().table;
+  size_t count = 0;
+  while (count < std::size(kTables) && kTables[count] != chosen) ++count;
+  return absl::Span<const KernelTable* const>(kTables, count + 1);
+}
+
 const KernelTable& Kernels() {
   const KernelTable* t = g_kernels.load(std::memory_order_acquire);
   if (t != nullptr) [[likely]] {

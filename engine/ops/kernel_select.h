@@ -92,6 +92,10 @@ const KernelTable* SelectKernelTable(absl::Span<const KernelTable* const> tables
 // Every level table in this binary, lowest first.
 absl::Span<const KernelTable* const> BuiltKernelTables();
 
+// The level tables this process may run (the chosen level and every one below it), lowest
+// first: the candidates kernel_calibration.h measures.
+absl::Span<const KernelTable* const> RunnableKernelTables();
+
 }  // namespace internal
 }  // namespace textgen::ops
 

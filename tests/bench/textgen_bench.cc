@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "cli/flags.h"
+#include "engine/ops/kernel_calibration.h"
 #include "engine/ops/kernel_select.h"
 #include "engine/ops/threading.h"
 #include "tests/bench/bandwidth.h"
@@ -231,6 +232,12 @@ int Main(int argc, char** argv) {
   section(o.cache_table, [&] { PrintCacheTable(o); });
   section(o.prefix, [&] { PrintPrefixTable(o); });
   section(o.structured, [&] { PrintStructuredTable(o); });
+  // Which level each format's kernels ran at, where it was measured (ops/kernel_calibration.h).
+  const std::vector<ops::MeasuredChoice> chosen = ops::InstalledKernelChoices();
+  if (!o.rows_only && !chosen.empty()) {
+    absl::PrintF("\nKernel choices (TEXTGEN_KERNEL_SELECT=table turns them off):\n");
+    for (const ops::MeasuredChoice& c : chosen) absl::PrintF("- %s\n", ops::DescribeChoice(c));
+  }
   return 0;
 }
 
