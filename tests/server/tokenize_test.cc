@@ -51,7 +51,7 @@ TEST_CASE("Tokenize with parse_special gives llama.cpp's ids for special-token t
   ServerProcess server(o);
   auto stub = NewStub(server);
   size_t checked = 0;
-  for (const std::string base : {file, file + ".chat"}) {
+  for (const std::string& base : {file, file + ".chat"}) {
     const auto plain = LoadVectorCases(base, ".out");
     const auto special = LoadVectorCases(base, ".special.out");
     for (size_t i = 0; i < special.size(); ++i) {

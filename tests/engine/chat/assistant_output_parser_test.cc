@@ -554,7 +554,7 @@ TEST_CASE("Hermes calls with the whitespace a JSON grammar allows parse as calls
       R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
           "properties":{"city":{"type":"string"}}}}}])"));
   o.tool_choice.mode = ToolChoiceMode::kRequired;
-  for (const std::string answer :
+  for (const std::string& answer :
        {std::string("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"x\"}}\n"
                     "</tool_call>"),
         std::string("<tool_call>\n\n\t\t {\n  \t \"name\"\n\n\t :\n  \"get_weather\", "
