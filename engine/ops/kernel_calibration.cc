@@ -91,8 +91,8 @@ void WriteCache(const std::string& path,
   if (path.empty() || fresh.empty()) return;
   std::vector<std::pair<std::string, std::string>> entries = ReadCache(path);
   for (const auto& [key, level] : fresh) {
-    auto it = std::find_if(entries.begin(), entries.end(),
-                           [&](const auto& e) { return e.first == key; });
+    auto it =
+        std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == key; });
     if (it != entries.end()) {
       it->second = level;
     } else {
@@ -146,8 +146,7 @@ std::vector<std::pair<std::string, std::vector<double>>> TimeCandidates(
   auto run_pass = [&](const KernelTable& k) {
     const auto t0 = std::chrono::steady_clock::now();
     for (const WeightView& w : measured) pass(k, w, x.data(), n, y.data(), threads);
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-        .count();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   };
   for (const KernelTable* k : candidates) run_pass(*k);  // page in the weights, size buffers
   std::vector<std::pair<std::string, std::vector<double>>> samples;
@@ -239,16 +238,16 @@ std::vector<MeasuredChoice> CalibrateKernelsAmong(absl::Span<const WeightView> w
       c.type = t;
       c.rows = static_cast<CallRows>(r);
       const std::string key = CacheKey(t, c.rows, measured, candidates, threads);
-      auto hit = std::find_if(cache.begin(), cache.end(),
-                              [&](const auto& e) { return e.first == key; });
+      auto hit =
+          std::find_if(cache.begin(), cache.end(), [&](const auto& e) { return e.first == key; });
       if (candidates.size() == 1) {
         c.level = candidates[0]->level;
       } else if (hit != cache.end() && TableNamed(candidates, hit->second) != nullptr) {
         c.level = hit->second;
         c.from_cache = true;
       } else {
-        const auto samples = TimeCandidates(PassFor(t), measured, candidates, kRowsOf[r], threads,
-                                            o, deadline);
+        const auto samples =
+            TimeCandidates(PassFor(t), measured, candidates, kRowsOf[r], threads, o, deadline);
         for (const auto& [level, s] : samples) c.median_us.emplace_back(level, Median(s));
         c.level = internal::ChooseByMedian(samples, candidates.back()->level, o.margin);
         fresh.emplace_back(key, c.level);
@@ -270,8 +269,8 @@ std::vector<MeasuredChoice> InstalledKernelChoices() {
 }
 
 std::string DescribeChoice(const MeasuredChoice& c) {
-  std::string s = absl::StrCat(WeightTypeName(c.type), " ", kRowsName[static_cast<int>(c.rows)],
-                               ": ", c.level);
+  std::string s =
+      absl::StrCat(WeightTypeName(c.type), " ", kRowsName[static_cast<int>(c.rows)], ": ", c.level);
   if (c.from_cache) return s + " (cached)";
   if (c.median_us.empty()) return s + " (the only level here)";
   std::vector<std::string> parts;

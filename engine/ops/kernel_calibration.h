@@ -59,9 +59,9 @@ struct CalibrationOptions {
   double budget_seconds = 2.0;  // the whole calibration, every format and shape
   int min_rounds = 3;           // rounds (one pass per candidate) before the budget may stop it
   int max_rounds = 9;
-  double margin = 0.03;     // a challenger must be this much faster than the incumbent
-  std::string cache_path;   // "" = no cache
-  int threads = 0;          // 0 = NumThreads()
+  double margin = 0.03;    // a challenger must be this much faster than the incumbent
+  std::string cache_path;  // "" = no cache
+  int threads = 0;         // 0 = NumThreads()
 };
 
 // Weights of a pass: up to this many bytes of a format's matrices (enough to stream from

@@ -343,8 +343,8 @@ void Q8_0Panel8(const uint8_t* const (&rows)[kLanes8], const uint8_t* next_panel
     for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
   } else {
     // Lanes [0, count) (simd::TailMask8 exists only at the avx2 level).
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(count),
-                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i mask =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     TG_UNROLL
     for (int i = 0; i < MR; ++i) _mm256_maskstore_ps(y + i * ldy, mask, acc[i]);
   }

@@ -104,7 +104,8 @@ Weights MakeWeights() {
   Weights w;
   const std::pair<int64_t, int64_t> shapes[] = {{768, 768}, {2048, 768}, {768, 2048}};
   uint32_t seed = 3;
-  for (auto [out, in] : shapes) w.data.push_back(testing::RandomBlocks(out * in / 32, ++seed, 0.05f));
+  for (auto [out, in] : shapes)
+    w.data.push_back(testing::RandomBlocks(out * in / 32, ++seed, 0.05f));
   for (size_t i = 0; i < w.data.size(); ++i) {
     w.views.push_back({WeightType::kQ8_0, w.data[i].data(), shapes[i].first, shapes[i].second});
   }
@@ -146,13 +147,12 @@ TEST_CASE("CalibrateKernels picks a level this CPU runs for every shape, then re
     CHECK(runs_here);
     // Measured wherever there is a choice, every candidate timed.
     CHECK(c.median_us.size() == (runnable.size() > 1 ? runnable.size() : 0));
-    CHECK(&internal::KernelsFor(WeightType::kQ8_0, c.rows == CallRows::kOne ? 1 : 3) ==
-          [&] {
-            for (const KernelTable* k : runnable) {
-              if (c.level == k->level) return k;
-            }
-            return runnable.back();
-          }());
+    CHECK(&internal::KernelsFor(WeightType::kQ8_0, c.rows == CallRows::kOne ? 1 : 3) == [&] {
+      for (const KernelTable* k : runnable) {
+        if (c.level == k->level) return k;
+      }
+      return runnable.back();
+    }());
   }
   CHECK(InstalledKernelChoices().size() == kCallRowClasses);
   // Formats chosen once stay chosen in this process.
@@ -218,7 +218,8 @@ TEST_CASE("CalibrateKernelsAmong measures every candidate, caches, and keeps an 
   }
   CHECK(&internal::KernelsFor(WeightType::kQ8_0, 1) == &twin);
   ClearChoices::Clear();
-  const std::vector<MeasuredChoice> second = internal::CalibrateKernelsAmong(w.views, o, candidates);
+  const std::vector<MeasuredChoice> second =
+      internal::CalibrateKernelsAmong(w.views, o, candidates);
   REQUIRE(second.size() == kCallRowClasses);
   for (const MeasuredChoice& c : second) {
     CHECK(c.from_cache);

@@ -236,8 +236,8 @@ TEST_CASE("GemvQ8_0Vnni gives the portable kernel's bytes at this level") {
     portable::GemvQ8_0Vnni(view, xq.data(), n, want.data(), out, r0, r1);
     GemvQ8_0Vnni(view, xq.data(), n, got.data(), out, r0, r1);
     const bool is_packed = PackQ8_0Vnni(xq.data(), n, nb, &packed);
-    GemvQ8_0VnniPacked(view, xq.data(), is_packed ? &packed : nullptr, 0, n, got_packed.data(),
-                       out, r0, r1);
+    GemvQ8_0VnniPacked(view, xq.data(), is_packed ? &packed : nullptr, 0, n, got_packed.data(), out,
+                       r0, r1);
     CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
     CHECK(std::memcmp(want.data(), got_packed.data(), want.size() * sizeof(float)) == 0);
   }
