@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/flags.h"
+#include "engine/ops/kernel_calibration.h"
 #include "engine/ops/kernel_select.h"
 #include "server/textgen_server.h"
 #include "spdlog/spdlog.h"
@@ -121,6 +122,15 @@ void AddEngineFlags(cli::FlagSet& f, EngineOptions& e) {
         "CPUs, but a\ngreedy or seeded request may then change its answer with the\nserver's "
         "load; auto (default): on at the avx512, avx512vnni and\navx512bf16 kernel levels, off "
         "at avx2 and amx (docs/kernels.md:\nBatch invariance)");
+  f.AddWith<std::string>(
+      "--kernel-select", cli::OneOf({"measure", "table"}), "measure|table",
+      "measure (default): after loading, time each weight format's\nkernels at every level this "
+      "CPU runs and keep the fastest (only\nformats whose levels give the same bytes); table: the "
+      "highest\nlevel (docs/kernels.md: Kernels chosen by measurement)",
+      [&e](const std::string& v) {
+        e.model.llama.kernel_select =
+            v == "table" ? ops::KernelSelectMode::kTable : ops::KernelSelectMode::kMeasure;
+      });
   f.Add("--threads", &e.model.threads, cli::Int<int>(0, 1024), "N",
         "compute threads (0 = chosen from the model size; default 0)");
   f.Add("--context", &e.model.llama.n_ctx, cli::Int<int>(1, kIntMax), "N",

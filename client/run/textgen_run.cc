@@ -16,6 +16,7 @@
 #include "engine/decoding/generation.h"
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/model.h"
+#include "engine/ops/kernel_calibration.h"
 #include "engine/ops/kernel_select.h"
 #include "engine/ops/threading.h"
 #include "engine/scheduler/engine.h"
@@ -51,7 +52,8 @@ struct Args {
   int kv_blocks = 0;
   bool bf16 = true;
   bool batch_invariant = ops::BatchInvariantByDefault();
-  std::optional<KvType> kv_type;  // unset: AutoKvType of the compute mode
+  std::optional<ops::KernelSelectMode> kernel_select;  // --kernel-select
+  std::optional<KvType> kv_type;                       // unset: AutoKvType of the compute mode
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -169,6 +171,15 @@ void AddEngineFlags(cli::FlagSet& f, Args& a) {
       "on: each row of a batch computed alone, in a fixed order; off:\nprefill through oneDNN "
       "(faster on some CPUs); auto (default): on\nat the avx512, avx512vnni and avx512bf16 kernel "
       "levels, off at\navx2 and amx (docs/kernels.md: Batch invariance)");
+  f.AddWith<std::string>(
+      "--kernel-select", cli::OneOf({"measure", "table"}), "measure|table",
+      "measure (default): after loading, time each weight format's\nkernels at every level this "
+      "CPU runs and keep the fastest (only\nformats whose levels give the same bytes); table: the "
+      "highest\nlevel (docs/kernels.md: Kernels chosen by measurement)",
+      [&a](const std::string& v) {
+        a.kernel_select =
+            v == "table" ? ops::KernelSelectMode::kTable : ops::KernelSelectMode::kMeasure;
+      });
   f.SetEnvPrefix("");
   f.Add("--threads", &a.threads, cli::Int<int>(1, kIntMax), "N",
         "compute threads (default: chosen for the model size)");
@@ -257,6 +268,7 @@ int RunGenerate(const Args& a) {
   model_options.llama.n_ctx = a.n_ctx;
   if (a.bf16) model_options.llama.linear.compute = ops::LinearCompute::kBf16;
   model_options.llama.linear.batch_invariant = a.batch_invariant;
+  model_options.llama.kernel_select = a.kernel_select;
   auto model = Model::Load(a.model, model_options);
   if (!model.ok()) Die(std::string(model.status().message()));
   Model& m = **model;

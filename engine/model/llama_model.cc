@@ -198,11 +198,11 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig
 
   m->layers_.resize(config.n_layers);
   for (int l = 0; l < config.n_layers; ++l) TG_RETURN_IF_ERROR(m->LoadLayer(source, l, lo));
-  if (lo.compute == ops::LinearCompute::kBf16) m->CalibrateKernels();
+  if (lo.compute == ops::LinearCompute::kBf16) m->CalibrateKernels(options.kernel_select);
   return m;
 }
 
-void LlamaModel::CalibrateKernels() const {
+void LlamaModel::CalibrateKernels(std::optional<ops::KernelSelectMode> mode) const {
   // The decode matmuls in the order a step reads them (kernel_calibration.h).
   std::vector<ops::WeightView> weights;
   for (const Layer& layer : layers_) {
@@ -213,6 +213,7 @@ void LlamaModel::CalibrateKernels() const {
   }
   weights.push_back(output_->weights());
   ops::CalibrationOptions options;
+  options.mode = mode;
   options.cache_path = ops::DefaultKernelCachePath();
   ops::CalibrateKernels(weights, options);
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -15,6 +16,7 @@
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/model_config.h"
 #include "engine/model/weight_source.h"
+#include "engine/ops/kernel_calibration.h"
 #include "engine/ops/linear.h"
 #include "engine/ops/rope.h"
 
@@ -38,6 +40,9 @@ struct LlamaModelOptions {
   // A shorter context bounds each sequence's KV cache and, with the sliding window, the work
   // per token (llama.cpp's -c).
   int n_ctx = 0;
+  // How the kernel level of each weight format is chosen after loading (--kernel-select;
+  // ops/kernel_calibration.h); unset: TEXTGEN_KERNEL_SELECT, else measure.
+  std::optional<ops::KernelSelectMode> kernel_select;
 };
 
 // Owns the prepared weights (norm vectors, Linear operators). Forward is not reentrant (it
@@ -129,8 +134,9 @@ class LlamaModel {
       int64_t in, const ops::LinearOptions& o);
   absl::Status LoadLayer(const WeightSource& source, int l, const ops::LinearOptions& lo);
   // Measures (or reads from the cache) which kernel level runs each format whose levels agree
-  // bit for bit (ops/kernel_calibration.h), on this model's weights.
-  void CalibrateKernels() const;
+  // bit for bit (ops/kernel_calibration.h), on this model's weights; `mode` as
+  // LlamaModelOptions::kernel_select.
+  void CalibrateKernels(std::optional<ops::KernelSelectMode> mode) const;
 
   ModelConfig config_;
   NativeTensor token_embd_;  // [n_vocab, n_embd], rows widened to F32 on lookup

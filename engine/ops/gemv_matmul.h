@@ -1,5 +1,5 @@
 // The few-rows path behind Linear: y[n, out] = x[n, in] · Wᵀ for decode batches, reading every
-// weight once per call at its stored size (F32, F16, BF16 or Q8_0).
+// weight once per call at its stored size (every WeightType).
 //
 // Bound: memory bandwidth. A decode step streams all weights once; at n <= 4 the arithmetic
 // per weight byte is tiny, so the kernels only have to keep the loads flowing. Large weights
@@ -14,35 +14,22 @@
 #include <string>
 
 #include "engine/ops/kernel_select.h"
-#include "engine/ops/kquant_dot.h"
-#include "engine/ops/kquant_dot_more.h"
 #include "engine/ops/linear_options.h"
 #include "engine/ops/matmul_kernel.h"
-#include "engine/ops/quant_dot_small.h"
 #include "engine/ops/weight.h"
 
 namespace textgen::ops {
 
-struct KernelTable;
-
-// y[n, w.out] = x[n, w.in] . w^T for Q8_0 weights in the fast mode (--compute bf16), with the
-// kernels of one level's table `k`: activations quantized to Q8_0 once per call, packed for
-// that level, then its kernel over RunGemvBlocks' ranges on `threads` threads. GemvMatmul runs
-// it with the level measured for Q8_0 (kernel_calibration.h), the calibration with each
-// candidate level.
-void RunQ8_0Int8(const KernelTable& k, const WeightView& w, const float* x, int64_t n, float* y,
-                 int threads);
+struct FormatMatmulEntry;
 
 class GemvMatmul final : public MatmulKernel {
  public:
-  // `w` must outlive the object. Under compute kBf16, Q8_0 weights use the int8 VNNI kernel
-  // (activations quantized to Q8_0 per call), the K-quants and IQ4_XS int8 dot products with
-  // activations quantized to Q8_K per call (engine/ops/kquant_dot.h, kquant_dot_more.h), Q4_0,
-  // Q4_1, Q5_0, Q5_1 and IQ4_NL int8 dot products with Q8_0 / Q8_1 activations
-  // (engine/ops/quant_dot_small.h), and BF16 weights the BF16 dot-product kernel (activations
-  // rounded to BF16 per call: VDPBF16PS, or F32 FMAs on the activations widened back to F32
-  // when `bf16_dot_in_f32`, by default the process's Bf16DotInF32()); every other combination
-  // multiplies in F32.
+  // `w` must outlive the object. Each call runs the entry of w's format in the kernel
+  // catalogue (format_kernels.h): under compute kF32 the exact one (F32 products); under kBf16
+  // the fast one, chosen per call shape by measurement where the format gives the same bytes at
+  // every level (kernel_calibration.h). For BF16 weights the fast mode multiplies by VDPBF16PS,
+  // or in F32 FMAs on the activations rounded to BF16 and widened back when `bf16_dot_in_f32`
+  // (by default the process's Bf16DotInF32()).
   GemvMatmul(const WeightView& w, LinearCompute compute, int64_t parallel_min_bytes)
       : GemvMatmul(w, compute, parallel_min_bytes, Bf16DotInF32()) {}
   GemvMatmul(const WeightView& w, LinearCompute compute, int64_t parallel_min_bytes,
@@ -53,20 +40,12 @@ class GemvMatmul final : public MatmulKernel {
         bf16_dot_in_f32_(bf16_dot_in_f32) {}
 
   absl::Status Run(const float* x, int64_t n, float* y) const override;
+  // "gemv:<weight format>:<activation kind>", e.g. "gemv:q4_k:q8_k", "gemv:bf16:bf16-in-f32".
   std::string Name() const override;
 
  private:
-  bool Vnni() const { return w_.type == WeightType::kQ8_0 && compute_ == LinearCompute::kBf16; }
-  // Q8_K activations: Q4_K / Q6_K (kquant_dot.h), Q2_K / Q3_K / Q5_K / IQ4_XS (kquant_dot_more.h).
-  bool KQuantInt8() const {
-    return (HasKQuantInt8(w_.type) || HasKQuantInt8More(w_.type)) &&
-           compute_ == LinearCompute::kBf16;
-  }
-  // Q8_0 / Q8_1 activations: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (quant_dot_small.h).
-  bool SmallQuantInt8() const {
-    return HasSmallQuantInt8(w_.type) && compute_ == LinearCompute::kBf16;
-  }
-  bool Bf16Dot() const { return w_.type == WeightType::kBf16 && compute_ == LinearCompute::kBf16; }
+  // The catalogue entry (format_kernels.h) a call of n rows runs.
+  const FormatMatmulEntry& Entry(int64_t n) const;
 
   WeightView w_;
   LinearCompute compute_;

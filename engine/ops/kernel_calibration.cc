@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/ops/gemv_matmul.h"
+#include "engine/ops/format_kernels.h"
 #include "engine/ops/kernel_select.h"
 #include "engine/ops/kernel_table.h"
 #include "engine/ops/threading.h"
@@ -26,19 +26,13 @@ namespace textgen::ops {
 namespace {
 
 constexpr char kCacheHeader[] = "# textgen kernel choices v1";
-constexpr WeightType kOneOrder[] = {WeightType::kQ8_0};
-constexpr int kTypeSlots = 64;  // WeightType values are small; larger ones are never chosen
+constexpr int kTypeSlots = kWeightTypeCount;
 constexpr int kRowsOf[kCallRowClasses] = {1, 4};
 constexpr const char* kRowsName[kCallRowClasses] = {"1 row", "2-4 rows"};
 
 std::array<std::array<std::atomic<const KernelTable*>, kCallRowClasses>, kTypeSlots> g_tables{};
 std::mutex g_mu;
 std::vector<MeasuredChoice> g_installed;  // guarded by g_mu
-
-// A pass of format `t` at level `k`: y = x . w^T for every weight, as GemvMatmul runs it.
-using PassFn = void (*)(const KernelTable& k, const WeightView& w, const float* x, int64_t n,
-                        float* y, int threads);
-PassFn PassFor(WeightType t) { return t == WeightType::kQ8_0 ? &RunQ8_0Int8 : nullptr; }
 
 std::string CpuModel() {
   std::ifstream in("/proc/cpuinfo");
@@ -130,10 +124,12 @@ std::vector<WeightView> MeasuredWeights(absl::Span<const WeightView> weights, We
 
 // Times `candidates` on `measured` at `n` rows, alternating them round by round, until
 // max_rounds or (after min_rounds) the deadline; per candidate the samples in microseconds.
+// Each pass runs the candidate level's catalogue entry of the weights' format (all of `measured`
+// are of one format), the one GemvMatmul runs in the fast mode.
 std::vector<std::pair<std::string, std::vector<double>>> TimeCandidates(
-    PassFn pass, absl::Span<const WeightView> measured,
-    absl::Span<const KernelTable* const> candidates, int64_t n, int threads,
-    const CalibrationOptions& o, std::chrono::steady_clock::time_point deadline) {
+    absl::Span<const WeightView> measured, absl::Span<const KernelTable* const> candidates,
+    int64_t n, int threads, const CalibrationOptions& o,
+    std::chrono::steady_clock::time_point deadline) {
   int64_t max_in = 0, max_out = 0;
   for (const WeightView& w : measured) {
     max_in = std::max(max_in, w.in);
@@ -145,7 +141,9 @@ std::vector<std::pair<std::string, std::vector<double>>> TimeCandidates(
   for (float& v : x) v = normal(rng);
   auto run_pass = [&](const KernelTable& k) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (const WeightView& w : measured) pass(k, w, x.data(), n, y.data(), threads);
+    for (const WeightView& w : measured) {
+      MatmulEntry(k, w.type, /*fast=*/true, Bf16DotInF32()).run(w, x.data(), n, y.data(), threads);
+    }
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   };
   for (const KernelTable* k : candidates) run_pass(*k);  // page in the weights, size buffers
@@ -206,7 +204,18 @@ std::string DefaultKernelCachePath() {
   return "";
 }
 
-absl::Span<const WeightType> FormatsWithOneOrder() { return kOneOrder; }
+absl::Span<const WeightType> FormatsWithOneOrder() {
+  // Read from the process level's catalogue (the tests check that every level agrees).
+  static const std::vector<WeightType> one_order = [] {
+    std::vector<WeightType> out;
+    for (int i = 0; i < kWeightTypeCount; ++i) {
+      const auto t = static_cast<WeightType>(i);
+      if (FormatOf(internal::Kernels(), t).one_order) out.push_back(t);
+    }
+    return out;
+  }();
+  return one_order;
+}
 
 std::vector<MeasuredChoice> CalibrateKernels(absl::Span<const WeightView> weights,
                                              const CalibrationOptions& o) {
@@ -218,7 +227,8 @@ namespace internal {
 std::vector<MeasuredChoice> CalibrateKernelsAmong(absl::Span<const WeightView> weights,
                                                   const CalibrationOptions& o,
                                                   absl::Span<const KernelTable* const> candidates) {
-  const absl::StatusOr<KernelSelectMode> mode = KernelSelectModeFromEnv();
+  absl::StatusOr<KernelSelectMode> mode =
+      o.mode.has_value() ? absl::StatusOr<KernelSelectMode>(*o.mode) : KernelSelectModeFromEnv();
   if (!mode.ok()) {
     spdlog::error("kernel choices: {}; measuring", std::string(mode.status().message()));
   }
@@ -229,7 +239,7 @@ std::vector<MeasuredChoice> CalibrateKernelsAmong(absl::Span<const WeightView> w
   const std::vector<std::pair<std::string, std::string>> cache = ReadCache(o.cache_path);
   std::vector<std::pair<std::string, std::string>> fresh;
   std::vector<MeasuredChoice> out;
-  for (WeightType t : kOneOrder) {
+  for (WeightType t : FormatsWithOneOrder()) {
     const std::vector<WeightView> measured = MeasuredWeights(weights, t);
     if (measured.empty()) continue;
     for (int r = 0; r < kCallRowClasses; ++r) {
@@ -246,8 +256,7 @@ std::vector<MeasuredChoice> CalibrateKernelsAmong(absl::Span<const WeightView> w
         c.level = hit->second;
         c.from_cache = true;
       } else {
-        const auto samples =
-            TimeCandidates(PassFor(t), measured, candidates, kRowsOf[r], threads, o, deadline);
+        const auto samples = TimeCandidates(measured, candidates, kRowsOf[r], threads, o, deadline);
         for (const auto& [level, s] : samples) c.median_us.emplace_back(level, Median(s));
         c.level = internal::ChooseByMedian(samples, candidates.back()->level, o.margin);
         fresh.emplace_back(key, c.level);

@@ -19,6 +19,7 @@
 #define TEXTGEN_ENGINE_OPS_KERNEL_CALIBRATION_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +57,9 @@ struct MeasuredChoice {
 };
 
 struct CalibrationOptions {
+  // --kernel-select; unset: TEXTGEN_KERNEL_SELECT (KernelSelectModeFromEnv), measure when that
+  // is invalid (logged).
+  std::optional<KernelSelectMode> mode;
   double budget_seconds = 2.0;  // the whole calibration, every format and shape
   int min_rounds = 3;           // rounds (one pass per candidate) before the budget may stop it
   int max_rounds = 9;
@@ -73,8 +77,8 @@ absl::Span<const WeightType> FormatsWithOneOrder();
 
 // Measures (or reads from the cache) and installs a level for each format of
 // FormatsWithOneOrder() present in `weights` and each call shape; returns the choices, also
-// logged. Installs nothing with TEXTGEN_KERNEL_SELECT=table. Formats already chosen in this
-// process (an earlier model) keep their choice.
+// logged. Installs nothing in the table mode (options.mode, else TEXTGEN_KERNEL_SELECT=table).
+// Formats already chosen in this process (an earlier model) keep their choice.
 std::vector<MeasuredChoice> CalibrateKernels(absl::Span<const WeightView> weights,
                                              const CalibrationOptions& options);
 

@@ -173,8 +173,8 @@ std::string DescribeKernels(const KernelChoice& c) {
 namespace internal {
 
 absl::StatusOr<bool> Bf16DotInF32For(bool level_has_dpbf16, std::string_view env) {
-  if (env.empty() || env == "auto") return !level_has_dpbf16;
-  if (env == "f32") return true;
+  // auto is the F32 form at every level: the default numerics are fixed per build, not per CPU.
+  if (env.empty() || env == "auto" || env == "f32") return true;
   if (env == "vdpbf16ps") return !level_has_dpbf16;
   return absl::InvalidArgumentError(
       absl::StrCat("TEXTGEN_BF16_DOT=", std::string(env), " is not one of: auto, vdpbf16ps, f32"));
@@ -230,6 +230,35 @@ const KernelTable& Kernels() {
 }
 
 }  // namespace internal
+
+const char* ActivationKindName(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::kF32:
+      return "f32";
+    case ActivationKind::kBf16:
+      return "bf16";
+    case ActivationKind::kBf16InF32:
+      return "bf16-in-f32";
+    case ActivationKind::kQ8_0:
+      return "q8_0";
+    case ActivationKind::kQ8_1:
+      return "q8_1";
+    case ActivationKind::kQ8_K:
+      return "q8_k";
+  }
+  return "?";
+}
+
+const FormatKernels& FormatOf(const KernelTable& k, WeightType t) {
+  return (*k.formats)[static_cast<size_t>(t)];
+}
+
+const FormatMatmulEntry& MatmulEntry(const KernelTable& k, WeightType t, bool fast,
+                                     bool bf16_dot_in_f32) {
+  const FormatKernels& f = FormatOf(k, t);
+  if (!fast) return f.exact;
+  return bf16_dot_in_f32 ? f.fast_in_f32 : f.fast;
+}
 
 // The kernels' public functions: calls through the chosen table.
 #define TG_KERNEL(member, fn, ret, params, args) \

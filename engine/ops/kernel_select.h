@@ -48,13 +48,14 @@ bool BatchInvariantByDefault();
 // every level below it): true when the activations, rounded to BF16, are widened back to F32
 // once per call and multiplied in F32 FMAs with the weights widened in registers; false when
 // VDPBF16PS does it. The products are exact either way; the sums differ in order, so the
-// choice is made once per process (for every row count: batch invariance). `auto` takes
-// VDPBF16PS where the level has it. On Intel cores VDPBF16PS issues at half the rate of
-// VFMADDPS (Emerald Rapids: 0.45 against 1.86 per cycle), so there the F32 form is faster for
-// many rows (prefill +10-20%) but slower for decode of one stream (-15%: the widening kernel
-// does not reach the bandwidth bound), measured in docs/kernels.md (BF16 dot products).
-// TEXTGEN_BF16_DOT=auto|vdpbf16ps|f32 overrides (vdpbf16ps needs a level with AVX512-BF16; below
-// one it means f32). True when the kernel choice failed.
+// choice is made once per process (for every row count: batch invariance). They are two
+// numerics modes, and the default is fixed per build, not per CPU: `auto` is the F32 form,
+// which every level runs, so the mode does not depend on whether a CPU has AVX512-BF16 (the
+// F32 form's sums still differ between 8- and 16-lane levels, and AMX tiles are a third form:
+// docs/kernels.md, One order at every level). VDPBF16PS is opt-in (TEXTGEN_BF16_DOT=vdpbf16ps;
+// below a level with AVX512-BF16 it means f32): on Emerald Rapids it decoded one stream 10-20%
+// faster and prefilled 10-20% slower (docs/kernels.md: BF16 dot products). True when the kernel
+// choice failed.
 bool Bf16DotInF32();
 
 // The names TEXTGEN_MAX_ISA accepts, lowest first.

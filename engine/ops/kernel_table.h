@@ -13,6 +13,7 @@
 #include "engine/ops/amx_tiles.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/cpu_features.h"
+#include "engine/ops/format_kernels.h"
 #include "engine/ops/kquant_dot.h"
 #include "engine/ops/packed_activations.h"
 #include "engine/ops/quant_dot_small.h"
@@ -32,6 +33,8 @@ struct KernelTable {
   void (*amx_run)(const AmxPackedWeights& p, const float* x, int64_t n, float* y);
   void (*amx_run_widened)(const WeightView& w, int64_t tile_rows, const float* x, int64_t n,
                           float* y);
+  // The kernel catalogue: per weight format, this level's matmul entries (format_kernels.h).
+  const FormatCatalogue* formats;
 };
 
 namespace internal {

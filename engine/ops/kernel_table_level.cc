@@ -4,6 +4,7 @@
 #include "engine/ops/cpu_features.h"
 #include "engine/ops/direct_matmul.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/format_kernels.h"
 #include "engine/ops/gemv_bf16_dot.h"
 #include "engine/ops/gemv_float.h"
 #include "engine/ops/isa_namespace.h"
@@ -27,19 +28,24 @@
 namespace textgen::ops {
 TG_ISA_BEGIN
 
+extern const FormatCatalogue kFormatKernels;  // format_kernels.cc
 extern const KernelTable kKernelTable;
 const KernelTable kKernelTable = {
-    TG_STRINGIFY(TEXTGEN_ISA_LEVEL), CompiledFeatures(),
+    TG_STRINGIFY(TEXTGEN_ISA_LEVEL),
+    CompiledFeatures(),
 #define TG_KERNEL(member, fn, ret, params, args) &fn,
 #include "engine/ops/kernel_list.inc"
 #undef TG_KERNEL
 #if defined(__AMX_BF16__) && defined(__AMX_TILE__)
-    &amx_tiles::PackWeights,         &amx_tiles::Run,    &amx_tiles::RunWidened,
+    &amx_tiles::PackWeights,
+    &amx_tiles::Run,
+    &amx_tiles::RunWidened,
 #else
     nullptr,
     nullptr,
     nullptr,
 #endif
+    &kFormatKernels,
 };
 
 TG_ISA_END

@@ -53,7 +53,7 @@ class Linear {
   const WeightView& weights() const { return w_; }
   // Bytes one call streams: the prepared weights, or their packed copy (with tile padding).
   size_t streamed_bytes() const { return streamed_bytes_; }
-  // Name of the kernel Forward would use for n rows, e.g. "gemv:q8_0:vnni".
+  // Name of the kernel Forward would use for n rows, e.g. "gemv:q8_0:q8_0" (GemvMatmul::Name).
   std::string KernelName(int64_t n) const;
 
  private:

@@ -27,6 +27,7 @@ enum class WeightType : uint8_t {
   kIQ4_NL,
   kIQ4_XS,
 };
+inline constexpr int kWeightTypeCount = static_cast<int>(WeightType::kIQ4_XS) + 1;
 
 // Values per block (1 for F32/F16/BF16) and bytes per block (the element size for those).
 inline constexpr int64_t WeightBlockSize(WeightType t) {

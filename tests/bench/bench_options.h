@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/ops/kernel_calibration.h"
 #include "engine/ops/linear_options.h"
 
 namespace textgen::bench {
@@ -24,8 +25,9 @@ struct BenchOptions {
   std::vector<std::string> models;  // --model, for --speed and --beam
   ops::LinearCompute compute = ops::LinearCompute::kF32;
   bool batch_invariant = true;  // --batch-invariant auto|on|off (ops::LinearOptions)
-  int threads = 0;              // 0: the engine's choice per model (ModelOptions::threads)
-  int repeats = 3;              // best of
+  std::optional<ops::KernelSelectMode> kernel_select;  // --kernel-select measure|table
+  int threads = 0;  // 0: the engine's choice per model (ModelOptions::threads)
+  int repeats = 3;  // best of
   uint64_t seed = 1;
 
   // --bandwidth.

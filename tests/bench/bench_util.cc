@@ -19,6 +19,7 @@ std::unique_ptr<Model> LoadModel(const std::string& path, const BenchOptions& o,
   options.threads = o.threads;
   options.llama.linear.compute = o.compute;
   options.llama.linear.batch_invariant = o.batch_invariant;
+  options.llama.kernel_select = o.kernel_select;
   auto model = Model::Load(path, options);
   if (!model.ok()) Die(std::string(model.status().message()));
   return std::move(model).value();

@@ -79,6 +79,15 @@ void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
         "auto|on|off",
         "every matmul row computed alone (on) or prefill through oneDNN\n(off); auto (default): "
         "as textgen-server chooses");
+  f.AddWith<std::string>(
+      "--kernel-select", cli::OneOf({"measure", "table"}), "measure|table",
+      "measure (default): after loading, time each weight format's\nkernels at every level this "
+      "CPU runs and keep the fastest (only\nformats whose levels give the same bytes); table: the "
+      "highest\nlevel (docs/kernels.md: Kernels chosen by measurement)",
+      [&o](const std::string& v) {
+        o.kernel_select =
+            v == "table" ? ops::KernelSelectMode::kTable : ops::KernelSelectMode::kMeasure;
+      });
   f.SetEnvPrefix("");
   AddPositive(f, "--threads", &o.threads,
               "compute threads (default: the engine's choice per model) and the\nbandwidth's "
@@ -235,7 +244,7 @@ int Main(int argc, char** argv) {
   // Which level each format's kernels ran at, where it was measured (ops/kernel_calibration.h).
   const std::vector<ops::MeasuredChoice> chosen = ops::InstalledKernelChoices();
   if (!o.rows_only && !chosen.empty()) {
-    absl::PrintF("\nKernel choices (TEXTGEN_KERNEL_SELECT=table turns them off):\n");
+    absl::PrintF("\nKernel choices (--kernel-select table turns them off):\n");
     for (const ops::MeasuredChoice& c : chosen) absl::PrintF("- %s\n", ops::DescribeChoice(c));
   }
   return 0;

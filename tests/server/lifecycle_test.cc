@@ -306,6 +306,32 @@ TEST_CASE("textgen-server --batch-invariant takes auto, on or off, flag or envir
   }
 }
 
+TEST_CASE("textgen-server --kernel-select: measure logs each choice, table measures nothing",
+          "[server][lifecycle]") {
+  const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
+  REQUIRE(bin_dir != nullptr);
+  const std::string server = std::string(bin_dir) + "/textgen-server";
+  CommandResult bad = RunCommand(server + " --kernel-select fastest 2>&1");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("--kernel-select must be measure or table"));
+  CommandResult bad_env = RunCommand("TEXTGEN_KERNEL_SELECT=fastest " + server + " 2>&1");
+  CHECK(bad_env.exit_code == 2);
+  CHECK_THAT(bad_env.out, Catch::Contains("TEXTGEN_KERNEL_SELECT must be measure or table"));
+  CHECK_THAT(RunCommand(server + " --help").out, Catch::Contains("--kernel-select measure|table"));
+  // A Q8_0 model in the fast mode: Q8_0's levels agree bit for bit, so it is measured (on a
+  // machine with one level the choice is that level, still logged). No cache: measured here.
+  for (const std::string value : {"measure", "table"}) {
+    ServerProcessOptions o;
+    o.model = ModelsDir() + "/TinyStories-656K-Q8_0.gguf";
+    o.extra_args = {"--compute", "bf16", "--kernel-select", value};
+    o.env = {"TEXTGEN_KERNEL_CACHE=off"};
+    ServerProcess s(o);
+    INFO(value << "\n" << s.Log());
+    CHECK((s.Log().find("kernel choice: q8_0 1 row: ") != std::string::npos) ==
+          (value == "measure"));
+  }
+}
+
 TEST_CASE("textgen-server refuses an unknown TEXTGEN_BF16_DOT with the values it takes",
           "[server][lifecycle]") {
   const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");

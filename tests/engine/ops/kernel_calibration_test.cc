@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/ops/format_kernels.h"
 #include "engine/ops/gemv_matmul.h"
 #include "engine/ops/kernel_select.h"
 #include "engine/ops/kernel_table.h"
@@ -253,7 +254,8 @@ TEST_CASE("every level this CPU runs gives the same Q8_0 bytes through GemvMatmu
     for (const KernelTable* k : internal::RunnableKernelTables()) {
       INFO("level " << k->level << " n " << n);
       std::vector<float> y(n * view.out, -1.0f);
-      RunQ8_0Int8(*k, view, x.data(), n, y.data(), 2);
+      MatmulEntry(*k, WeightType::kQ8_0, /*fast=*/true, Bf16DotInF32())
+          .run(view, x.data(), n, y.data(), 2);
       if (want.empty()) want = y;
       CHECK(std::memcmp(want.data(), y.data(), y.size() * sizeof(float)) == 0);
       if (n <= 4) {

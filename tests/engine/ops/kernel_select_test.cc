@@ -47,8 +47,9 @@ TEST_CASE("BF16 dot products use VDPBF16PS where the level has it, unless told f
   using internal::Bf16DotInF32For;
   CHECK(Bf16DotInF32For(false, "").value());  // no VDPBF16PS at the level
   CHECK(Bf16DotInF32For(false, "auto").value());
-  CHECK_FALSE(Bf16DotInF32For(true, "").value());
-  CHECK_FALSE(Bf16DotInF32For(true, "auto").value());
+  // The default is the F32 form at every level (fixed per build, not per CPU).
+  CHECK(Bf16DotInF32For(true, "").value());
+  CHECK(Bf16DotInF32For(true, "auto").value());
   CHECK(Bf16DotInF32For(true, "f32").value());
   CHECK_FALSE(Bf16DotInF32For(true, "vdpbf16ps").value());
   CHECK(Bf16DotInF32For(false, "vdpbf16ps").value());  // asked for, not there

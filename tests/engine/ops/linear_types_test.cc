@@ -126,7 +126,7 @@ TEST_CASE("Linear kBf16 converts F32 and F16 weights to BF16 once, Q8_0 stays") 
   REQUIRE(q8.ok());
   CHECK((*q8)->weights().type == WeightType::kQ8_0);
   CHECK((*q8)->weights().data == q.data());  // streamed in place, 34 bytes per 32 weights
-  CHECK((*q8)->KernelName(1) == "gemv:q8_0:vnni");
+  CHECK((*q8)->KernelName(1) == "gemv:q8_0:q8_0");
   CHECK((*q8)->KernelName(64).find("widen-q8_0") != std::string::npos);
 }
 
