@@ -1,5 +1,7 @@
 #include "engine/ops/gemv_float.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "engine/ops/half.h"
@@ -137,43 +139,120 @@ template <typename T, int NR>
   }
 }
 
-// As the AVX-512 Tile, 8 lanes wide: MR * NR ymm accumulators, the MR x vectors of a step
-// loaded once, and each weight vector widened once and used by all MR rows.
+// The 16 lanes of the AVX-512 kernels held in two ymm registers, lo (lanes 0-7) and hi
+// (8-15), so that every level sums a dot product in one order (issue 32: the level a CPU runs
+// changes speed, never answers): lane l accumulates the products of k = l mod 16 by FMA in k
+// order, lanes past the row's end take FMAs of zeros (as the masked AVX-512 tail does), then
+// Sum16's tree adds the lanes as simd::Reduce1 (AVX-512) does.
+
+// The lane sums of lo[j] : hi[j] for j < 4, in Sum16's order: Reduce4's shuffles reduce each
+// 128-bit block of lo (blocks 0, 1) and of hi (blocks 2, 3); then (b0 + b2) + (b1 + b3).
+inline __m128 Sum16x4(const __m256* lo, const __m256* hi) {
+  auto blocks = [](const __m256* a) {
+    const __m256 c = _mm256_add_ps(_mm256_unpacklo_ps(a[0], a[1]), _mm256_unpackhi_ps(a[0], a[1]));
+    const __m256 d = _mm256_add_ps(_mm256_unpacklo_ps(a[2], a[3]), _mm256_unpackhi_ps(a[2], a[3]));
+    return _mm256_add_ps(_mm256_shuffle_ps(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+  };
+  const __m256 u = _mm256_add_ps(blocks(lo), blocks(hi));  // [b0 + b2 | b1 + b3] per vector
+  return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+inline float Sum16(__m256 lo, __m256 hi) {
+  auto blocks = [](__m256 a) {  // each 128-bit block's (x0 + x2) + (x1 + x3), in every lane
+    const __m256 t = _mm256_add_ps(a, _mm256_permute_ps(a, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm256_add_ps(t, _mm256_permute_ps(t, _MM_SHUFFLE(2, 3, 0, 1)));
+  };
+  const __m256 u = _mm256_add_ps(blocks(lo), blocks(hi));
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
+}
+
+// y[i * ldy + j] = Sum16(lo[i][j], hi[i][j]) for NR = 1, 2 or 4.
+template <int MR, int NR>
+inline void StoreSums16(const __m256 (&lo)[MR][NR], const __m256 (&hi)[MR][NR], float* y,
+                        int64_t ldy) {
+  TG_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    if constexpr (NR == 1) {
+      y[i * ldy] = Sum16(lo[i][0], hi[i][0]);
+    } else if constexpr (NR == 2) {
+      const __m256 z = _mm256_setzero_ps();
+      const __m256 l[4] = {lo[i][0], lo[i][1], z, z}, h[4] = {hi[i][0], hi[i][1], z, z};
+      _mm_storel_pi(reinterpret_cast<__m64*>(y + i * ldy), Sum16x4(l, h));
+    } else {
+      static_assert(NR == 4);
+      _mm_storeu_ps(y + i * ldy, Sum16x4(lo[i], hi[i]));
+    }
+  }
+}
+
+// MR rows of x against NR weight rows: 2 * MR * NR ymm accumulators (<= 8 for the shapes
+// ForActivationRows16 takes), each weight vector widened once and used by all MR rows; the x
+// vectors are read from L1 as FMA operands.
 template <typename L, int MR, int NR>
 inline void Tile(const typename L::T* w, int64_t in, const float* x, float* y, int64_t ldy) {
-  __m256 acc[MR][NR];
+  __m256 lo[MR][NR], hi[MR][NR];
   TG_UNROLL
   for (int i = 0; i < MR; ++i) {
     TG_UNROLL
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+    for (int j = 0; j < NR; ++j) lo[i][j] = hi[i][j] = _mm256_setzero_ps();
   }
   int64_t k = 0;
-  for (; k + 8 <= in; k += 8) {
+  for (; k + 16 <= in; k += 16) {
     // F32 rows (twice as long) did worse with it: 17-22 instead of 24-29 tokens/s.
-    if constexpr (sizeof(typename L::T) == 2) PrefetchNextTile<typename L::T, NR>(w, in, k);
-    __m256 xv[MR];
-    TG_UNROLL
-    for (int i = 0; i < MR; ++i) xv[i] = _mm256_loadu_ps(x + i * in + k);
+    if constexpr (sizeof(typename L::T) == 2) {
+      PrefetchNextTile<typename L::T, NR>(w, in, k);
+      PrefetchNextTile<typename L::T, NR>(w, in, k + 8);
+    }
     TG_UNROLL
     for (int j = 0; j < NR; ++j) {
-      const __m256 wv = L::Full(w + j * in + k);
+      const __m256 wl = L::Full(w + j * in + k), wh = L::Full(w + j * in + k + 8);
       TG_UNROLL
-      for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+      for (int i = 0; i < MR; ++i) {
+        lo[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * in + k), wl, lo[i][j]);
+        hi[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * in + k + 8), wh, hi[i][j]);
+      }
     }
   }
   if (k < in) {
-    const __m256i m = simd::TailMask8(in - k);
-    __m256 xv[MR];
-    TG_UNROLL
-    for (int i = 0; i < MR; ++i) xv[i] = _mm256_maskload_ps(x + i * in + k, m);
+    // The last 1-15 values; the lanes past them get FMAs of zeros.
+    const int64_t m_lo = std::min<int64_t>(in - k, 8), m_hi = in - k - m_lo;
+    const __m256i mask_lo = simd::TailMask8(m_lo), mask_hi = simd::TailMask8(m_hi);
     TG_UNROLL
     for (int j = 0; j < NR; ++j) {
-      const __m256 wv = L::Tail(w + j * in + k, in - k);
+      const __m256 wl = L::Tail(w + j * in + k, m_lo);
+      const __m256 wh = m_hi > 0 ? L::Tail(w + j * in + k + 8, m_hi) : _mm256_setzero_ps();
       TG_UNROLL
-      for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+      for (int i = 0; i < MR; ++i) {
+        const __m256 xl = _mm256_maskload_ps(x + i * in + k, mask_lo);
+        const __m256 xh = _mm256_maskload_ps(x + i * in + k + 8, mask_hi);
+        lo[i][j] = _mm256_fmadd_ps(xl, wl, lo[i][j]);
+        hi[i][j] = _mm256_fmadd_ps(xh, wh, hi[i][j]);
+      }
     }
   }
-  simd::StoreSums<MR, NR>(acc, y, ldy);
+  StoreSums16<MR, NR>(lo, hi, y, ldy);
+}
+
+// ForActivationRows for 16 ymm registers and two per accumulator: 4 or 3 rows of x take 1
+// weight row per tile, 2 rows 2 and a single row 4 (8 independent FMA chains for decode).
+template <typename Rows>
+inline void ForActivationRows16(int64_t n, Rows&& rows) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) rows.template operator()<4, 1>(i);
+  switch (n - i) {
+    case 3:
+      rows.template operator()<3, 1>(i);
+      break;
+    case 2:
+      rows.template operator()<2, 2>(i);
+      break;
+    case 1:
+      rows.template operator()<1, 4>(i);
+      break;
+    default:
+      break;
+  }
 }
 
 template <typename L>
@@ -181,7 +260,7 @@ void Gemv(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy,
           int64_t r1) {
   const auto* base = static_cast<const typename L::T*>(w.data);
   const int64_t in = w.in;
-  simd::ForActivationRows8(n, [&]<int MR, int NR>(int64_t i) {
+  ForActivationRows16(n, [&]<int MR, int NR>(int64_t i) {
     simd::ForRowTiles8<NR>(r0, r1, [&]<int N>(int64_t r) {
       Tile<L, MR, N>(base + r * in, in, x + i * in, y + i * ldy + r, ldy);
     });
@@ -189,19 +268,28 @@ void Gemv(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy,
 }
 #endif  // __AVX512F__
 
-// Portable: 16 partial sums per dot product, as the vector kernels keep.
+// Portable: the vector kernels' order spelled out. Lane l of 16 accumulates the products of
+// k = l mod 16 by FMA in k order, the lanes past the row's end an FMA of zeros (the masked tail:
+// it turns a -0 sum into +0), then the lanes are added as simd::Reduce1 (AVX-512) adds them:
+// per block of 4, (a0 + a2) + (a1 + a3); then (b0 + b2) + (b1 + b3).
+float Sum16(const float (&a)[16]) {
+  float b[4];
+  for (int j = 0; j < 4; ++j) b[j] = (a[4 * j] + a[4 * j + 2]) + (a[4 * j + 1] + a[4 * j + 3]);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
 template <typename Widen>
 void PortableGemv(const WeightView& w, const float* x, int64_t n, float* y, int64_t ldy, int64_t r0,
                   int64_t r1, Widen widen) {
+  const int64_t padded = (w.in + 15) / 16 * 16;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
     for (int64_t i = 0; i < n; ++i) {
       const float* xi = x + i * w.in;
       float acc[16] = {};
-      for (int64_t k = 0; k < w.in; ++k) acc[k % 16] += xi[k] * widen(row, k);
-      float sum = 0.0f;
-      for (float a : acc) sum += a;
-      y[i * ldy + r] = sum;
+      for (int64_t k = 0; k < w.in; ++k) acc[k % 16] = std::fma(xi[k], widen(row, k), acc[k % 16]);
+      for (int64_t k = w.in; k < padded; ++k) acc[k % 16] = std::fma(0.0f, 0.0f, acc[k % 16]);
+      y[i * ldy + r] = Sum16(acc);
     }
   }
 }

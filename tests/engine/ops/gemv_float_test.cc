@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,40 @@ TEST_CASE("portable GemvF16/GemvBf16/GemvF32 match a double reference") {
   CheckGemv(WeightType::kF16, &portable::GemvF16);
   CheckGemv(WeightType::kBf16, &portable::GemvBf16);
   CheckGemv(WeightType::kF32, &portable::GemvF32);
+}
+
+// One reduction order at every level (issue 32): 16 lanes by FMA in k order, the same lane
+// tree, the masked tail's zero FMAs; so the level a CPU runs never changes an answer.
+TEST_CASE("GemvF16/GemvBf16/GemvF32 give the portable kernel's bytes at this level") {
+  std::mt19937 rng(91);
+  const struct {
+    WeightType type;
+    GemvFn fn, portable_fn;
+  } kernels[] = {{WeightType::kF16, &GemvF16, &portable::GemvF16},
+                 {WeightType::kBf16, &GemvBf16, &portable::GemvBf16},
+                 {WeightType::kF32, &GemvF32, &portable::GemvF32}};
+  for (const auto& k : kernels) {
+    for (int trial = 0; trial < 60; ++trial) {
+      // Every tail length 0..15 and 8 +- 1, short and long rows, 1-9 activation rows.
+      const int64_t in = trial < 40 ? 1 + trial : 16 * (1 + rng() % 200) + rng() % 16;
+      const int64_t out = 1 + rng() % 40, n = 1 + rng() % 9;
+      INFO(WeightTypeName(k.type) << " trial " << trial << " in " << in << " out " << out << " n "
+                                  << n);
+      const Weights w = MakeWeights(k.type, out, in, rng());
+      std::vector<float> x = Random(n * in, rng());
+      if (trial % 5 == 4) {  // signed zeros, huge and tiny values, cancellation
+        for (size_t j = 0; j < x.size(); ++j) {
+          x[j] = j % 3 == 0 ? -0.0f : (j % 3 == 1 ? x[j] * 1e30f : x[j] * 1e-30f);
+        }
+      }
+      const WeightView view{k.type, w.bytes.data(), out, in};
+      const int64_t r0 = rng() % out, r1 = r0 + 1 + rng() % (out - r0);
+      std::vector<float> want(n * out, -1.0f), got(n * out, -1.0f);
+      k.portable_fn(view, x.data(), n, want.data(), out, r0, r1);
+      k.fn(view, x.data(), n, got.data(), out, r0, r1);
+      CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 TEST_CASE("GemvF16 widens subnormal and large half weights exactly") {
