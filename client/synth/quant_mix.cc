@@ -33,7 +33,7 @@ enum LlamaFtype : uint32_t {
 constexpr QuantMix kMixes[] = {
     {"f32", kAllF32, DType::kF32},
     {"f16", kMostlyF16, DType::kF16},
-    {"bf16", kMostlyBF16, DType::kBF16},
+    {"bf16", kMostlyBF16, DType::kBf16},
     {"q8_0", kMostlyQ8_0, DType::kQ8_0},
     {"q4_0", kMostlyQ4_0, DType::kQ4_0},
     {"q4_1", kMostlyQ4_1, DType::kQ4_1},

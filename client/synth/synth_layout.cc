@@ -231,7 +231,7 @@ absl::Status ValidateSynthShape(const SynthShape& s, DType type) {
     return absl::InvalidArgumentError(
         absl::StrCat("--heads: head size ", s.HeadDim(), " must be even for RoPE"));
   }
-  if (type != DType::kF32 && type != DType::kF16 && type != DType::kBF16) {
+  if (type != DType::kF32 && type != DType::kF16 && type != DType::kBf16) {
     // Quantized blocks (32 values at least) run along rows: dim for most matrices, heads *
     // head size for attn_output, ffn for ffn_down. Rows that fit 32 but not a 256-value
     // super-block take the mix's fallback type (quant_mix.h).

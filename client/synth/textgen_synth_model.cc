@@ -213,7 +213,7 @@ absl::StatusOr<Written> WriteModel(const Args& a, const GgufFile& vocab) {
   // llama.cpp's LLAMA_FTYPE_* and ggml's quantization version, as llama-quantize writes them.
   w.SetUint32("general.file_type", a.mix.llama_ftype);
   const DType base = a.mix.base;
-  if (base != DType::kF32 && base != DType::kF16 && base != DType::kBF16) {
+  if (base != DType::kF32 && base != DType::kF16 && base != DType::kBf16) {
     w.SetUint32("general.quantization_version", 2);
   }
   SetSynthHyperparameters(w, s, n_vocab);

@@ -39,7 +39,7 @@ struct TypeInfo {
 constexpr TypeInfo kTypes[] = {
     {DType::kF32, kGgmlTypeF32, "F32", 1, 4},
     {DType::kF16, kGgmlTypeF16, "F16", 1, 2},
-    {DType::kBF16, kGgmlTypeBF16, "BF16", 1, 2},
+    {DType::kBf16, kGgmlTypeBF16, "BF16", 1, 2},
     {DType::kQ8_0, kGgmlTypeQ8_0, "Q8_0", kQkSmall, sizeof(BlockQ8_0Format)},
     {DType::kQ4_0, kGgmlTypeQ4_0, "Q4_0", kQkSmall, sizeof(BlockQ4_0)},
     {DType::kQ4_1, kGgmlTypeQ4_1, "Q4_1", kQkSmall, sizeof(BlockQ4_1)},
@@ -116,7 +116,7 @@ void ToF32(DType type, const void* src, float* dst, int64_t n) {
         dst[i] = F16ToF32(h);
       }
       return;
-    case DType::kBF16:
+    case DType::kBf16:
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, p + 2 * i, 2);

@@ -14,7 +14,7 @@ namespace textgen {
 enum class DType : uint8_t {
   kF32,
   kF16,
-  kBF16,
+  kBf16,
   kQ8_0,  // blocks of 32 values: one F16 scale then 32 int8 (34 bytes per block)
   // ggml's other quantized formats; block layouts in engine/format/quant_blocks.h.
   kQ4_0,    // 32 values, 18 bytes

@@ -182,7 +182,7 @@ absl::Status FromF32(DType type, absl::Span<const float> src, absl::Span<uint8_t
     case DType::kF16:
       ToF16Row(src.data(), out, n);
       break;
-    case DType::kBF16:
+    case DType::kBf16:
       ToBF16Row(src.data(), out, n);
       break;
     case DType::kQ8_0:

@@ -25,7 +25,7 @@ constexpr std::string_view kOtherSafetensorsDtypes[] = {
 absl::StatusOr<DType> DTypeFromSafetensors(std::string_view s) {
   if (s == "F32") return DType::kF32;
   if (s == "F16") return DType::kF16;
-  if (s == "BF16") return DType::kBF16;
+  if (s == "BF16") return DType::kBf16;
   for (std::string_view other : kOtherSafetensorsDtypes) {
     if (s == other) {
       return absl::UnimplementedError(

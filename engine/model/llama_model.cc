@@ -21,15 +21,6 @@
 namespace textgen {
 namespace {
 
-ops::WeightType ToWeightType(DType t) {
-  // The two enums list the formats in the same order (checked below).
-  return static_cast<ops::WeightType>(static_cast<int>(t));
-}
-static_assert(static_cast<int>(ops::WeightType::kQ8_0) == static_cast<int>(DType::kQ8_0) &&
-              static_cast<int>(ops::WeightType::kQ4_K) == static_cast<int>(DType::kQ4_K) &&
-              static_cast<int>(ops::WeightType::kIQ4_XS) == static_cast<int>(DType::kIQ4_XS) &&
-              static_cast<int>(ops::WeightType::kIQ4_XS) + 1 == kNumDTypes);
-
 // The Linear made its own copy (converted or packed) of weights that lie in the model file's
 // read-only private mapping: drop the process's pages of it, so that the file's pages do not
 // count twice in the resident set (stories110M F32 under bf16 held both the 438 MB of F32 pages
@@ -51,14 +42,13 @@ absl::StatusOr<std::unique_ptr<ops::Linear>> LlamaModel::MakeLinear(const Weight
   TG_ASSIGN_OR_RETURN(NativeTensor w, source.LoadNative(name, {out, in}));
   ops::LinearOptions options = o;
   options.copy_weights = !w.owned.empty();  // reordered rows live in a temporary
-  auto linear =
-      ops::Linear::Create(ops::WeightView{ToWeightType(w.type), w.data, out, in}, options);
+  auto linear = ops::Linear::Create(ops::WeightView{w.type, w.data, out, in}, options);
   if (!linear.ok()) {
     return absl::Status(linear.status().code(),
                         absl::StrCat("preparing ", name, ": ", linear.status().message()));
   }
   weight_bytes_ += (*linear)->streamed_bytes();
-  const ops::WeightView source_view{ToWeightType(w.type), w.data, out, in};
+  const ops::WeightView source_view{w.type, w.data, out, in};
   if (w.owned.empty() && (*linear)->weights().data != w.data) {
     ReleaseMappedPages(w.data, source_view.bytes());
   }
@@ -77,7 +67,7 @@ absl::StatusOr<std::vector<std::unique_ptr<ops::Linear>>> LlamaModel::MakeSplitL
   std::vector<std::unique_ptr<ops::Linear>> out;
   int64_t row0 = 0;
   for (int64_t r : rows) {
-    const ops::WeightView view{ToWeightType(w.type), w.data + row0 * row_bytes, r, in};
+    const ops::WeightView view{w.type, w.data + row0 * row_bytes, r, in};
     auto linear = ops::Linear::Create(view, options);
     if (!linear.ok()) {
       return absl::Status(linear.status().code(),

@@ -6,28 +6,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/format/dtype.h"
+
 namespace textgen::ops {
 
-// Storage types of weights. Values match nothing on disk; the model maps file types to these.
-enum class WeightType : uint8_t {
-  kF32,
-  kF16,   // IEEE half
-  kBf16,  // bfloat16 (upper half of an F32)
-  kQ8_0,  // ggml Q8_0: blocks of 32 values, each one F16 scale d then 32 int8 q; value = d * q
-  // ggml's other block formats, laid out as engine/format/quant_blocks.h describes.
-  kQ4_0,
-  kQ4_1,
-  kQ5_0,
-  kQ5_1,
-  kQ2_K,
-  kQ3_K,
-  kQ4_K,
-  kQ5_K,
-  kQ6_K,
-  kIQ4_NL,
-  kIQ4_XS,
-};
-inline constexpr int kWeightTypeCount = static_cast<int>(WeightType::kIQ4_XS) + 1;
+// Storage types of weights: the format's element types (engine/format/dtype.h), one enum for
+// the file readers and the kernels.
+using WeightType = ::textgen::DType;
+inline constexpr int kWeightTypeCount = kNumDTypes;
+static_assert(static_cast<int>(WeightType::kIQ4_XS) + 1 == kWeightTypeCount);
 
 // Values per block (1 for F32/F16/BF16) and bytes per block (the element size for those).
 inline constexpr int64_t WeightBlockSize(WeightType t) {
@@ -56,8 +43,7 @@ inline constexpr bool IsKQuantFamily(WeightType t) {
   return static_cast<int>(t) > static_cast<int>(WeightType::kQ8_0);
 }
 
-inline constexpr int64_t kQ8_0Block = 32;      // values per Q8_0 block
-inline constexpr size_t kQ8_0BlockBytes = 34;  // 2-byte F16 scale + 32 int8
+inline constexpr int64_t kQ8_0Block = kQ8_0BlockSize;  // values per Q8_0 block
 
 // One Q8_0 block exactly as GGUF stores it (2-byte aligned at best: never assume more).
 struct BlockQ8_0 {

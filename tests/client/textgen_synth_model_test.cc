@@ -62,7 +62,7 @@ TEST_CASE("textgen-synth-model writes tiny models that load, tokenize and genera
   for (const auto& [type, dtype] :
        std::vector<std::pair<std::string, DType>>{{"f32", DType::kF32},
                                                   {"f16", DType::kF16},
-                                                  {"bf16", DType::kBF16},
+                                                  {"bf16", DType::kBf16},
                                                   {"q8_0", DType::kQ8_0}}) {
     INFO("type " << type);
     const std::string path = WriteTiny(type);
@@ -125,7 +125,7 @@ TEST_CASE("textgen-synth-model types hold the same values for a seed", "[cli]") 
   CHECK(ones == std::vector<float>(64, 1.0f));
 
   for (const auto& [type, dtype] : std::vector<std::pair<std::string, DType>>{
-           {"f16", DType::kF16}, {"bf16", DType::kBF16}, {"q8_0", DType::kQ8_0}}) {
+           {"f16", DType::kF16}, {"bf16", DType::kBf16}, {"q8_0", DType::kQ8_0}}) {
     INFO("type " << type);
     auto other = GgufFile::Open(WriteTiny(type));
     REQUIRE(other.ok());

@@ -19,7 +19,7 @@ TEST_CASE("every named synth shape is valid for every type and names its vocab",
     INFO("shape " << s.name);
     CHECK(names.insert(s.name).second);
     archs.insert(s.arch);
-    for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBf16, DType::kQ8_0}) {
       CHECK(ValidateSynthShape(s, t).ok());
     }
     CHECK(std::filesystem::exists(testing::ModelPath("vocab/" + s.vocab)));

@@ -82,7 +82,7 @@ TEST_CASE("block sizes, bytes and ggml ids of every format", "[dequantize]") {
     CHECK(*RowBytes(r.type, 2 * r.block) == 2 * r.bytes);
     CHECK(absl::IsInvalidArgument(RowBytes(r.type, r.block + r.block / 2).status()));
   }
-  CHECK(!IsQuantized(DType::kBF16));
+  CHECK(!IsQuantized(DType::kBf16));
   CHECK(absl::IsUnimplemented(DTypeFromGgmlType(16).status()));  // IQ2_XXS
   CHECK(absl::IsUnimplemented(DTypeFromGgmlType(15).status()));  // Q8_K: activations only
 }

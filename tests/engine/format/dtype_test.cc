@@ -18,8 +18,8 @@ TEST_CASE("ggml type ids map to DTypes", "[dtype]") {
   CHECK(*DTypeFromGgmlType(0) == DType::kF32);
   CHECK(*DTypeFromGgmlType(1) == DType::kF16);
   CHECK(*DTypeFromGgmlType(8) == DType::kQ8_0);
-  CHECK(*DTypeFromGgmlType(30) == DType::kBF16);
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
+  CHECK(*DTypeFromGgmlType(30) == DType::kBf16);
+  for (DType t : {DType::kF32, DType::kF16, DType::kBf16, DType::kQ8_0}) {
     CHECK(*DTypeFromGgmlType(GgmlTypeOf(t)) == t);
   }
   auto iq2 = DTypeFromGgmlType(16);
@@ -32,13 +32,13 @@ TEST_CASE("ggml type ids map to DTypes", "[dtype]") {
   CHECK(bogus.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(bogus.status().message()), Catch::Contains("4000"));
   CHECK(DTypeName(DType::kQ8_0) == "Q8_0");
-  CHECK(DTypeName(DType::kBF16) == "BF16");
+  CHECK(DTypeName(DType::kBf16) == "BF16");
 }
 
 TEST_CASE("RowBytes", "[dtype]") {
   CHECK(*RowBytes(DType::kF32, 10) == 40);
   CHECK(*RowBytes(DType::kF16, 10) == 20);
-  CHECK(*RowBytes(DType::kBF16, 3) == 6);
+  CHECK(*RowBytes(DType::kBf16, 3) == 6);
   CHECK(*RowBytes(DType::kQ8_0, 64) == 68);
   CHECK(*RowBytes(DType::kQ8_0, 0) == 0);
   CHECK(RowBytes(DType::kQ8_0, 33).status().code() == absl::StatusCode::kInvalidArgument);
@@ -157,7 +157,7 @@ TEST_CASE("ToF32 converts every DType", "[dtype]") {
 
   std::vector<uint16_t> b;
   for (float v : values) b.push_back(F32ToBF16(v));
-  ToF32(DType::kBF16, b.data(), out.data(), 4);
+  ToF32(DType::kBf16, b.data(), out.data(), 4);
   CHECK(out == values);
 
   // Unaligned source: mapped tensors come at arbitrary offsets.

@@ -149,7 +149,7 @@ TEST_CASE("GGUF round trip of tensors of every DType with alignment", "[gguf][wr
 
   REQUIRE(w.AddTensor("f32", DType::kF32, {3, 2}, AsBytes(f32)).ok());
   REQUIRE(w.AddTensor("f16", DType::kF16, {5}, AsBytes(f16)).ok());
-  REQUIRE(w.AddTensor("bf16", DType::kBF16, {4, 3, 2}, AsBytes(bf16)).ok());
+  REQUIRE(w.AddTensor("bf16", DType::kBf16, {4, 3, 2}, AsBytes(bf16)).ok());
   REQUIRE(w.AddTensor("q8", DType::kQ8_0, {64, 1}, q8).ok());
   // Streamed in uneven pieces, as a synthetic-model tool would.
   std::vector<float> big(1000);
@@ -202,7 +202,7 @@ TEST_CASE("GGUF round trip of tensors of every DType with alignment", "[gguf][wr
   };
   check("f32", DType::kF32, {3, 2}, AsBytes(f32));
   check("f16", DType::kF16, {5}, AsBytes(f16));
-  check("bf16", DType::kBF16, {4, 3, 2}, AsBytes(bf16));
+  check("bf16", DType::kBf16, {4, 3, 2}, AsBytes(bf16));
   check("q8", DType::kQ8_0, {64, 1}, q8);
   check("streamed", DType::kF32, {10, 10, 5, 2}, AsBytes(big));
   CHECK(f.FindTensor("f32")->num_elements == 6);

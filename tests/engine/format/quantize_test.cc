@@ -193,7 +193,7 @@ TEST_CASE("F16 and BF16 rows match the scalar converters", "[quantize]") {
     x.push_back(v);
     x.push_back(-v);
   }
-  for (DType type : {DType::kF16, DType::kBF16}) {
+  for (DType type : {DType::kF16, DType::kBf16}) {
     std::vector<uint8_t> bytes(2 * x.size());
     REQUIRE(FromF32(type, x, absl::MakeSpan(bytes)).ok());
     for (size_t i = 0; i < x.size(); ++i) {

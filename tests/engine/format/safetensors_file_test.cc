@@ -80,7 +80,7 @@ TEST_CASE("safetensors valid file", "[safetensors]") {
   CHECK(b->data[0] == 24);
   const SafetensorsTensor* c = f.FindTensor("c");
   REQUIRE(c != nullptr);
-  CHECK(c->type == DType::kBF16);
+  CHECK(c->type == DType::kBf16);
   CHECK(c->shape == std::vector<int64_t>{2, 1, 2});
   const SafetensorsTensor* s = f.FindTensor("s");
   REQUIRE(s != nullptr);

@@ -58,7 +58,7 @@ Weights MakeWeights(WeightType t, int64_t out, int64_t in, uint32_t seed) {
       break;
   }
   w.values.resize(static_cast<size_t>(out * in));
-  ToF32(testing::ToDType(t), w.bytes.data(), w.values.data(), out * in);
+  ToF32(t, w.bytes.data(), w.values.data(), out * in);
   w.view = WeightView{t, w.bytes.data(), out, in};
   return w;
 }

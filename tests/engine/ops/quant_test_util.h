@@ -21,8 +21,6 @@ inline constexpr WeightType kQuantTypes[] = {
     WeightType::kQ2_K, WeightType::kQ3_K,   WeightType::kQ4_K,  WeightType::kQ5_K,
     WeightType::kQ6_K, WeightType::kIQ4_NL, WeightType::kIQ4_XS};
 
-inline DType ToDType(WeightType t) { return static_cast<DType>(static_cast<int>(t)); }
-
 // Byte offsets of the F16 scale fields of one block of `t` (everything else is bits, any
 // value valid).
 inline std::vector<size_t> F16Fields(WeightType t) {
@@ -71,7 +69,7 @@ inline std::vector<uint8_t> RandomQuantRows(WeightType t, int64_t rows, int64_t 
 // The reference: engine/format's dequantizer (checked bit for bit against llama.cpp).
 inline std::vector<float> Dequantize(WeightType t, const std::vector<uint8_t>& data, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
-  ToF32(ToDType(t), data.data(), out.data(), n);
+  ToF32(t, data.data(), out.data(), n);
   return out;
 }
 

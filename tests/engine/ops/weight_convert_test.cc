@@ -57,7 +57,7 @@ Source MakeSource(WeightType type, int64_t out, int64_t in, uint32_t seed) {
         const uint16_t h = static_cast<uint16_t>(start + k);
         std::memcpy(s.bytes.data() + 2 * k, &h, 2);
       }
-      s.dtype = type == WeightType::kF16 ? DType::kF16 : DType::kBF16;
+      s.dtype = type == WeightType::kF16 ? DType::kF16 : DType::kBf16;
       break;
     }
     case WeightType::kQ8_0: {
