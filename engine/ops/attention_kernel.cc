@@ -458,29 +458,6 @@ void ScoreRows(const float* q, int64_t group, int64_t hd, const T* const* k_bloc
 #endif
 }
 
-// x[i] *= f over n floats. simd::Scale leaves this to the auto-vectorizer, which GCC's -O2
-// cost model declines for unknown trip counts; at head_dim 8 the scalar loop costs about as
-// much as the scores themselves.
-void ScaleRow(float* x, int64_t n, float f) {
-#if defined(__AVX512F__)
-  const __m512 vf = _mm512_set1_ps(f);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = simd::TailMask(n - i);
-    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vf));
-  }
-#elif defined(TG_SIMD_AVX2)
-  const __m256 vf = _mm256_set1_ps(f);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vf));
-  if (i < n) {
-    const __m256i m = simd::TailMask8(n - i);
-    _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), vf));
-  }
-#else
-  simd::Scale(x, n, f);
-#endif
-}
-
 // out[group, hd] = P[group, n_ctx] · V over the blocks (kv head at `offset` in each block).
 template <typename T>
 void WeightedSum(const float* p, int64_t group, int64_t n_ctx, const T* const* v_blocks,
@@ -567,11 +544,7 @@ void Attend(const AttentionShape& shape, const float* q, const T* const* k_block
       const double sum = simd::ExpShiftSum<Isa>(s, n, max[g]);
       // Normalize the probabilities rather than the output: out is then a convex combination
       // of V rows, as in the reference.
-      if constexpr (kPortable) {
-        simd::Scale(s, n, static_cast<float>(1.0 / sum));
-      } else {
-        ScaleRow(s, n, static_cast<float>(1.0 / sum));
-      }
+      simd::Scale<Isa>(s, n, static_cast<float>(1.0 / sum));
     }
     if constexpr (kPortable) {
       WeightedSumScalar(scores.data(), group, n, v_blocks, offset, bs, hd, out + h * group * hd);

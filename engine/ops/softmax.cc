@@ -16,7 +16,7 @@ void SoftmaxT(float* x, int64_t n) {
   assert(n >= 1);
   const float max = simd::Max<Isa>(x, n);
   const double sum = simd::ExpShiftSum<Isa>(x, n, max);
-  simd::Scale(x, n, static_cast<float>(1.0 / sum));
+  simd::Scale<Isa>(x, n, static_cast<float>(1.0 / sum));
 }
 
 template <typename Isa>
