@@ -15,8 +15,10 @@
 // compiler does not fuse a multiply and an add of its own: the files using these types are
 // compiled with -ffp-contract=off (engine/CMakeLists.txt). Max/Min follow vmaxps/vminps:
 // Max(a, b) = a > b ? a : b, so when either is NaN (or both are zeros) the result is b.
-// Reductions use one fixed tree: lanes i and i + 8 are added (or maxed), then i and i + 4,
-// i and i + 2, i and i + 1.
+// Which NaN comes out where several meet (sign, payload) is left open, as IEEE 754 leaves it:
+// x86 returns the first NaN operand, and an FMA's operand order is the compiler's choice; a
+// NaN result is NaN in every form. Reductions use one fixed tree: lanes i and i + 8 are added (or
+// maxed), then i and i + 4, i and i + 2, i and i + 1.
 #ifndef TEXTGEN_ENGINE_OPS_VEC16_H_
 #define TEXTGEN_ENGINE_OPS_VEC16_H_
 

@@ -377,7 +377,8 @@ TEST_CASE("PagedAttention rejects bad arguments") {
 // Issue #32: every level's attention kernel gives the portable form's bytes (scripts/
 // test-isa-levels.sh runs this at each level the CPU has): head dims from 8 to 256 (vector
 // tails included), GQA groups 1-8 (query-head chunks of 1-4), block sizes that do and do not
-// divide the context, contexts up to 2048, windows, a scale and soft-capping, F32 and BF16 tiles.
+// divide the context, contexts up to 2048, windows, a scale and soft-capping, F32 and BF16 tiles,
+// some with NaN, infinite, huge and subnormal keys and values.
 TEST_CASE("PagedAttentionKernel gives the portable kernel's bytes at this level") {
   struct Case {
     AttentionShape shape;
@@ -405,10 +406,12 @@ TEST_CASE("PagedAttentionKernel gives the portable kernel's bytes at this level"
     const AttentionShape& s = c.shape;
     INFO("heads " << s.n_heads << "/" << s.n_kv_heads << " hd " << s.head_dim << " bs "
                   << s.block_size << " n_ctx " << c.n_ctx << " start " << c.start << " softcap "
-                  << s.softcap << " scale " << s.scale);
+                  << s.softcap << " scale " << s.scale << " seed " << seed);
     const int64_t n_blocks = (c.n_ctx + s.block_size - 1) / s.block_size;
-    std::vector<float> values =
-        Random(n_blocks * 2 * s.n_kv_heads * s.block_size * s.head_dim, seed++, -2.0f, 2.0f);
+    // Every fifth case has NaN, infinities, huge and subnormal keys and values mixed in.
+    const bool specials = seed % 5 == 0;
+    std::vector<float> values = testing::RandomWithSpecials(
+        n_blocks * 2 * s.n_kv_heads * s.block_size * s.head_dim, seed++, -2.0f, 2.0f, specials);
     const Bf16Blocks blocks(s, n_blocks, std::move(values));
     // Large queries make peaked softmaxes with exponentials near the ends of the range.
     const std::vector<float> q = Random(s.n_heads * s.head_dim, seed++, -4.0f, 4.0f);
@@ -417,14 +420,16 @@ TEST_CASE("PagedAttentionKernel gives the portable kernel's bytes at this level"
                                    got.data(), c.start, 0, s.n_kv_heads);
     internal::portable::PagedAttentionKernel(s, q.data(), blocks.k32.data(), blocks.v32.data(),
                                              c.n_ctx, want.data(), c.start, 0, s.n_kv_heads);
-    CHECK(testing::SameBytes(got, want));
+    INFO("f32 " << testing::FirstByteDifference(got, want));
+    CHECK(testing::SameBytesUpToNaN(got, want));
     std::fill(got.begin(), got.end(), NAN);
     std::fill(want.begin(), want.end(), NAN);
     internal::PagedAttentionKernel(s, q.data(), blocks.k16.data(), blocks.v16.data(), c.n_ctx,
                                    got.data(), c.start, 0, s.n_kv_heads);
     internal::portable::PagedAttentionKernel(s, q.data(), blocks.k16.data(), blocks.v16.data(),
                                              c.n_ctx, want.data(), c.start, 0, s.n_kv_heads);
-    CHECK(testing::SameBytes(got, want));
+    INFO("bf16 " << testing::FirstByteDifference(got, want));
+    CHECK(testing::SameBytesUpToNaN(got, want));
   }
 }
 

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "engine/ops/half.h"
@@ -47,10 +49,37 @@ inline std::vector<int64_t> OneOrderLengths() {
   return n;
 }
 
-// Whether a and b hold the same bytes (NaNs included, payloads and all).
+// Whether a and b hold the same bytes, any NaN counting as equal to any NaN: IEEE 754 leaves
+// which NaN an operation returns open, x86 returns its first NaN operand (or the negative
+// default NaN for inf - inf), and which operand of an FMA comes first is the compiler's choice.
 template <typename T>
-bool SameBytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+bool SameBytesUpToNaN(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0 || (std::isnan(a) && std::isnan(b));
+}
+template <typename T>
+bool SameBytesUpToNaN(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!SameBytesUpToNaN(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+// Where a and b first differ as SameBytesUpToNaN compares, for a failure message: "" if nowhere.
+template <typename T>
+std::string FirstByteDifference(const std::vector<T>& a, const std::vector<T>& b) {
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (!SameBytesUpToNaN(a[i], b[i])) {
+      uint64_t ua = 0, ub = 0;
+      std::memcpy(&ua, &a[i], sizeof(T));
+      std::memcpy(&ub, &b[i], sizeof(T));
+      std::ostringstream out;
+      out << "index " << i << ": " << a[i] << " (0x" << std::hex << ua << ") vs " << std::dec
+          << b[i] << " (0x" << std::hex << ub << ")";
+      return out.str();
+    }
+  }
+  return "";
 }
 
 // The dot product of BF16 rows x and w [in], exact in double; *mag gets the sum of the
