@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "engine/ops/half.h"
@@ -18,6 +19,19 @@ namespace {
 // instantiation is the F32 kernel as it was.
 inline float ToF32(float x) { return x; }
 inline float ToF32(uint16_t x) { return half::Bf16ToF32(x); }
+
+// The accumulator sets of WeightedSum per chunk of G <= 4 query heads: V rows of a block go
+// round-robin to the sets (the rows left over to set 0), which are added in set order at the
+// end. The count depends on G and the head dim only, never on the level, so each output dim
+// is the same sum in the same order whatever the vector width (issue #32); small head dims
+// take twice as many so a chunk still has enough independent FMA chains.
+template <int G>
+constexpr int kSumSets = G == 1 ? 4 : (G == 2 ? 2 : 1);
+constexpr int64_t kSmallHeadDim = 8;
+inline int SumSets(int64_t g, int64_t hd) {
+  const int sets = g == 1 ? 4 : (g == 2 ? 2 : 1);
+  return hd <= kSmallHeadDim ? 2 * sets : sets;
+}
 
 #if defined(__AVX512F__)
 
@@ -191,20 +205,20 @@ template <int G, typename T>
 void WeightedSumVChunk(int nv, const float* p, int64_t ldp, const T* const* v_blocks,
                        int64_t offset, int64_t bs, int64_t n_ctx, int64_t hd, int64_t d0,
                        float* out) {
-  // U * G * NV <= 16 accumulators, aiming for >= 8 independent chains.
-  constexpr int kU1 = G == 1 ? 8 : (G == 2 ? 4 : 2);
-  constexpr int kU2 = G == 1 ? 4 : 2;
+  // kSumSets<G> sets x G x NV <= 16 accumulators (32 zmm registers).
+  constexpr int kU = kSumSets<G>;
+  if (hd <= kSmallHeadDim) {
+    return WeightedSumV<G, 1, 2 * kU>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+  }
   switch (nv) {
     case 1:
-      return WeightedSumV<G, 1, kU1>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+      return WeightedSumV<G, 1, kU>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
     case 2:
-      return WeightedSumV<G, 2, kU2>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+      return WeightedSumV<G, 2, kU>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
     case 3:
-      return WeightedSumV < G, 3,
-             G == 1 ? 2 : 1 > (p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+      return WeightedSumV<G, 3, kU>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
     default:
-      return WeightedSumV < G, 4,
-             G == 1 ? 2 : 1 > (p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+      return WeightedSumV<G, 4, kU>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
   }
 }
 #undef TG_UNROLL
@@ -346,21 +360,76 @@ void WeightedSumV(const float* p, int64_t ldp, const T* const* v_blocks, int64_t
   }
 }
 
-// Up to 16 dims of up to G query heads: U * G * NV <= 8 accumulators.
+// Up to 16 dims of up to G query heads: kSumSets<G> * G * NV <= 8 accumulators.
 template <int G, typename T>
 void WeightedSumVChunk(int nv, const float* p, int64_t ldp, const T* const* v_blocks,
                        int64_t offset, int64_t bs, int64_t n_ctx, int64_t hd, int64_t d0,
                        float* out) {
-  constexpr int kU1 = G == 1 ? 8 : (G == 2 ? 4 : 2);
-  constexpr int kU2 = G == 1 ? 4 : (G == 2 ? 2 : 1);
-  if (nv == 1) return WeightedSumV<G, 1, kU1>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
-  WeightedSumV<G, 2, kU2>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+  constexpr int kU = kSumSets<G>;
+  if (hd <= kSmallHeadDim) {
+    return WeightedSumV<G, 1, 2 * kU>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+  }
+  if (nv == 1) return WeightedSumV<G, 1, kU>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
+  WeightedSumV<G, 2, kU>(p, ldp, v_blocks, offset, bs, n_ctx, hd, d0, out);
 }
 #undef TG_UNROLL
 #endif
 
+// ---- Scalar forms: the portable kernel (and the native one without a vector unit) ----------
+// They state the one order every level computes (issue #32): a score is the FMA chain over
+// the head dim in order, then one multiply by the scale; an output dim is kSumSets' sets of
+// FMA chains over the context, added in set order.
+
+template <typename T>
+void ScoreRowsScalar(const float* q, int64_t group, int64_t hd, const T* const* k_blocks,
+                     int64_t offset, int64_t bs, int64_t n_ctx, float scale, float* s, float* max) {
+  for (int64_t g = 0; g < group; ++g) {
+    float* sg = s + g * n_ctx;
+    for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
+      const int64_t rows = std::min(bs, n_ctx - t);
+      const T* kt = k_blocks[b] + offset;
+      for (int64_t r = 0; r < rows; ++r) {
+        float acc = 0.0f;
+        for (int64_t d = 0; d < hd; ++d) acc = std::fma(q[g * hd + d], ToF32(kt[d * bs + r]), acc);
+        sg[t + r] = acc * scale;
+      }
+      t += rows;
+    }
+    max[g] = simd::Max<simd::Portable>(sg, n_ctx);
+  }
+}
+
+template <typename T>
+void WeightedSumScalar(const float* p, int64_t group, int64_t n_ctx, const T* const* v_blocks,
+                       int64_t offset, int64_t bs, int64_t hd, float* out) {
+  for (int64_t g = 0; g < group; ++g) {
+    const int sets = SumSets(std::min<int64_t>(4, group - g / 4 * 4), hd);
+    const float* pg = p + g * n_ctx;
+    for (int64_t d = 0; d < hd; ++d) {
+      float acc[8] = {};
+      for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
+        const T* v = v_blocks[b] + offset + d;
+        const int64_t rows = std::min(bs, n_ctx - t);
+        int64_t r = 0;
+        for (; r + sets <= rows; r += sets, t += sets) {
+          for (int u = 0; u < sets; ++u) {
+            acc[u] = std::fma(pg[t + u], ToF32(v[(r + u) * hd]), acc[u]);
+          }
+        }
+        for (; r < rows; ++r, ++t) acc[0] = std::fma(pg[t], ToF32(v[r * hd]), acc[0]);
+      }
+      float sum = acc[0];
+      for (int u = 1; u < sets; ++u) sum = sum + acc[u];
+      out[g * hd + d] = sum;
+    }
+  }
+}
+
+// ---- The level's forms ----------------------------------------------------------------------
+
 // s[g * n_ctx + t] = scale * q[g] · K[t] for g < group over the K^T tiles, max[g] the row
-// maxima.
+// maxima (the same values as simd::Max of the rows, up to the sign of a zero maximum, which
+// exp(s - max) does not see).
 template <typename T>
 void ScoreRows(const float* q, int64_t group, int64_t hd, const T* const* k_blocks, int64_t offset,
                int64_t bs, int64_t n_ctx, float scale, float* s, float* max) {
@@ -385,43 +454,7 @@ void ScoreRows(const float* q, int64_t group, int64_t hd, const T* const* k_bloc
     }
   }
 #else
-  for (int64_t g = 0; g < group; ++g) {
-    float* sg = s + g * n_ctx;
-    for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
-      const int64_t rows = std::min(bs, n_ctx - t);
-      const T* kt = k_blocks[b] + offset;
-      for (int64_t r = 0; r < rows; ++r) {
-        float acc = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) acc += q[g * hd + d] * ToF32(kt[d * bs + r]);
-        sg[t + r] = acc * scale;
-      }
-      t += rows;
-    }
-    max[g] = simd::Max(sg, n_ctx);
-  }
-#endif
-}
-
-// x[i] *= f over n floats. simd::Scale leaves this to the auto-vectorizer, which GCC's -O2
-// cost model declines for unknown trip counts; at head_dim 8 the scalar loop costs about as
-// much as the scores themselves.
-void ScaleRow(float* x, int64_t n, float f) {
-#if defined(__AVX512F__)
-  const __m512 vf = _mm512_set1_ps(f);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = simd::TailMask(n - i);
-    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vf));
-  }
-#elif defined(TG_SIMD_AVX2)
-  const __m256 vf = _mm256_set1_ps(f);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vf));
-  if (i < n) {
-    const __m256i m = simd::TailMask8(n - i);
-    _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), vf));
-  }
-#else
-  simd::Scale(x, n, f);
+  ScoreRowsScalar(q, group, hd, k_blocks, offset, bs, n_ctx, scale, s, max);
 #endif
 }
 
@@ -456,24 +489,17 @@ void WeightedSum(const float* p, int64_t group, int64_t n_ctx, const T* const* v
     }
   }
 #else
-  std::fill(out, out + group * hd, 0.0f);
-  for (int64_t b = 0, t = 0; t < n_ctx; ++b) {
-    const int64_t rows = std::min(bs, n_ctx - t);
-    for (int64_t r = 0; r < rows; ++r, ++t) {
-      const T* v = v_blocks[b] + offset + r * hd;
-      for (int64_t g = 0; g < group; ++g) {
-        const float pg = p[g * n_ctx + t];
-        for (int64_t d = 0; d < hd; ++d) out[g * hd + d] += pg * ToF32(v[d]);
-      }
-    }
-  }
+  WeightedSumScalar(p, group, n_ctx, v_blocks, offset, bs, hd, out);
 #endif
 }
 
-template <typename T>
+// The attention of kv heads [kv_begin, kv_end): Isa = Native runs the level's kernels, Isa =
+// Portable the scalar forms; both give the same bytes.
+template <typename Isa, typename T>
 void Attend(const AttentionShape& shape, const float* q, const T* const* k_blocks,
             const T* const* v_blocks, int64_t n_ctx, float* out, int64_t start, int64_t kv_begin,
             int64_t kv_end) {
+  constexpr bool kPortable = std::is_same_v<Isa, simd::Portable>;
   const int64_t hd = shape.head_dim;
   const int64_t bs = shape.block_size;
   const int64_t group = shape.n_heads / shape.n_kv_heads;
@@ -495,8 +521,13 @@ void Attend(const AttentionShape& shape, const float* q, const T* const* k_block
   for (int64_t h = kv_begin; h < kv_end; ++h) {
     // Both tiles of kv head h start here: K^T [hd, bs] and V [bs, hd] have the same size.
     const int64_t offset = h * bs * hd;
-    ScoreRows(q + h * group * hd, group, hd, k_blocks, offset, bs, n, scale, scores.data(),
-              max.data());
+    if constexpr (kPortable) {
+      ScoreRowsScalar(q + h * group * hd, group, hd, k_blocks, offset, bs, n, scale, scores.data(),
+                      max.data());
+    } else {
+      ScoreRows(q + h * group * hd, group, hd, k_blocks, offset, bs, n, scale, scores.data(),
+                max.data());
+    }
     for (int64_t g = 0; g < group; ++g) {
       float* s = scores.data() + g * n;
       // Soft-capping and the window's leading slots are rare (Gemma) and cheap next to the
@@ -508,14 +539,18 @@ void Attend(const AttentionShape& shape, const float* q, const T* const* k_block
           for (int64_t t = masked; t < n; ++t) s[t] = cap * std::tanh(s[t] / cap);
         }
         std::fill(s, s + masked, -INFINITY);
-        max[g] = simd::Max(s + masked, n - masked);
+        max[g] = simd::Max<Isa>(s + masked, n - masked);
       }
-      const double sum = simd::ExpShiftSum(s, n, max[g]);
+      const double sum = simd::ExpShiftSum<Isa>(s, n, max[g]);
       // Normalize the probabilities rather than the output: out is then a convex combination
       // of V rows, as in the reference.
-      ScaleRow(s, n, static_cast<float>(1.0 / sum));
+      simd::Scale<Isa>(s, n, static_cast<float>(1.0 / sum));
     }
-    WeightedSum(scores.data(), group, n, v_blocks, offset, bs, hd, out + h * group * hd);
+    if constexpr (kPortable) {
+      WeightedSumScalar(scores.data(), group, n, v_blocks, offset, bs, hd, out + h * group * hd);
+    } else {
+      WeightedSum(scores.data(), group, n, v_blocks, offset, bs, hd, out + h * group * hd);
+    }
   }
 }
 
@@ -524,15 +559,32 @@ void Attend(const AttentionShape& shape, const float* q, const T* const* k_block
 void PagedAttentionKernel(const AttentionShape& shape, const float* q, const float* const* k_blocks,
                           const float* const* v_blocks, int64_t n_ctx, float* out, int64_t start,
                           int64_t kv_begin, int64_t kv_end) {
-  Attend(shape, q, k_blocks, v_blocks, n_ctx, out, start, kv_begin, kv_end);
+  Attend<simd::Native>(shape, q, k_blocks, v_blocks, n_ctx, out, start, kv_begin, kv_end);
 }
 
 void PagedAttentionKernel(const AttentionShape& shape, const float* q,
                           const uint16_t* const* k_blocks, const uint16_t* const* v_blocks,
                           int64_t n_ctx, float* out, int64_t start, int64_t kv_begin,
                           int64_t kv_end) {
-  Attend(shape, q, k_blocks, v_blocks, n_ctx, out, start, kv_begin, kv_end);
+  Attend<simd::Native>(shape, q, k_blocks, v_blocks, n_ctx, out, start, kv_begin, kv_end);
 }
+
+namespace portable {
+
+void PagedAttentionKernel(const AttentionShape& shape, const float* q, const float* const* k_blocks,
+                          const float* const* v_blocks, int64_t n_ctx, float* out, int64_t start,
+                          int64_t kv_begin, int64_t kv_end) {
+  Attend<simd::Portable>(shape, q, k_blocks, v_blocks, n_ctx, out, start, kv_begin, kv_end);
+}
+
+void PagedAttentionKernel(const AttentionShape& shape, const float* q,
+                          const uint16_t* const* k_blocks, const uint16_t* const* v_blocks,
+                          int64_t n_ctx, float* out, int64_t start, int64_t kv_begin,
+                          int64_t kv_end) {
+  Attend<simd::Portable>(shape, q, k_blocks, v_blocks, n_ctx, out, start, kv_begin, kv_end);
+}
+
+}  // namespace portable
 
 TG_ISA_END
 }  // namespace textgen::ops::internal

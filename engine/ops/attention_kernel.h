@@ -20,6 +20,18 @@ void PagedAttentionKernel(const AttentionShape& shape, const float* q,
                           int64_t n_ctx, float* out, int64_t start, int64_t kv_begin,
                           int64_t kv_end);
 
+// The portable C++ form (scalar FMA chains, simd::Vec16<Portable> softmax): every level's
+// kernel gives its bytes (issue #32); exposed, through the kernel table, for the tests.
+namespace portable {
+void PagedAttentionKernel(const AttentionShape& shape, const float* q, const float* const* k_blocks,
+                          const float* const* v_blocks, int64_t n_ctx, float* out, int64_t start,
+                          int64_t kv_begin, int64_t kv_end);
+void PagedAttentionKernel(const AttentionShape& shape, const float* q,
+                          const uint16_t* const* k_blocks, const uint16_t* const* v_blocks,
+                          int64_t n_ctx, float* out, int64_t start, int64_t kv_begin,
+                          int64_t kv_end);
+}  // namespace portable
+
 TG_ISA_END
 }  // namespace textgen::ops::internal
 

@@ -35,6 +35,16 @@ void SoftCap(float* x, int64_t count, float cap);
 // acc[i] += x[i] for i < count (the residual connection; acc[n, d], x[n, d]).
 void Add(float* acc, const float* x, int64_t count);
 
+// The portable C++ forms of RmsNorm, SiluMul, GeluTanhMul and SoftCap (simd::Vec16<Portable>
+// lanes): every level's kernels give their bytes (issue #32: the level changes speed, never
+// answers); exposed, through the kernel table, so that the tests check each level.
+namespace portable {
+void RmsNorm(const float* x, int64_t n, int64_t d, const float* w, float eps, float* out);
+void SiluMul(float* gate, const float* up, int64_t count);
+void GeluTanhMul(float* gate, const float* up, int64_t count);
+void SoftCap(float* x, int64_t count, float cap);
+}  // namespace portable
+
 TG_ISA_END
 }  // namespace textgen::ops
 

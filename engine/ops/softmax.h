@@ -25,7 +25,31 @@ void LogSoftmax(const float* x, int64_t n, double* out);
 // (index 0 if all are NaN).
 int64_t ArgMax(const float* x, int64_t n);
 
+// The portable C++ forms of the above (simd::Vec16<Portable> lanes): every level's kernels
+// give their bytes (issue #32); exposed, through the kernel table, for the tests.
+namespace portable {
+void Softmax(float* x, int64_t n);
+double LogSumExp(const float* x, int64_t n);
+void LogSoftmax(const float* x, int64_t n, double* out);
+int64_t ArgMax(const float* x, int64_t n);
+}  // namespace portable
+
 TG_ISA_END
 }  // namespace textgen::ops
+
+namespace textgen::ops::internal {
+TG_ISA_BEGIN
+
+// simd::Dot and simd::Axpy (inline helpers of the kernels) as entry points of each level's
+// kernel table, native and portable, so that the tests check every level's bytes.
+float SimdDot(const float* a, const float* b, int64_t n);
+void SimdAxpy(float alpha, const float* x, float* y, int64_t n);
+namespace portable {
+float SimdDot(const float* a, const float* b, int64_t n);
+void SimdAxpy(float alpha, const float* x, float* y, int64_t n);
+}  // namespace portable
+
+TG_ISA_END
+}  // namespace textgen::ops::internal
 
 #endif  // TEXTGEN_ENGINE_OPS_SOFTMAX_H_

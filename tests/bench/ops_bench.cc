@@ -3,9 +3,10 @@
 // estimate of stories260K's per-token op time, and the bandwidth of the decode weight kernels
 // (Q8_0/F16/BF16/F32 row-range GEMV), weight conversions and the Q4_K/Q6_K int8 GEMV.
 //
-// Usage: ops-bench [--quick] [--weights | --attention | --kquant | --invariance]   (only the
-// decode weight kernels / only the decode-step attention over an F32 and a BF16 KV cache / only
-// Q4_K, Q6_K / only Linear with batch_invariant on and off)
+// Usage: ops-bench [--quick] [--weights | --attention | --kquant | --invariance | --f32]   (only
+// the decode weight kernels / only the decode-step attention over an F32 and a BF16 KV cache /
+// only Q4_K, Q6_K / only Linear with batch_invariant on and off / only the F32 norm, activation,
+// softmax and attention kernels)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -318,6 +319,66 @@ void BenchElementwise() {
   std::printf("  Rope 32x128 (1 token) %8.3f\n", TimeUs([&] { Rope(rc, &pos, 1, q.data()); }));
 }
 
+// The F32 kernels issue #32 gives one order at every level, one thread: RmsNorm, SiluMul,
+// Softmax and LogSoftmax at real sizes, and one decode step's attention (one token, every
+// head) at contexts 512 and 2048 over F32 and BF16 tiles, for Llama-7B-like (32/32 heads x
+// 128) and TinyLlama-like (32/4 x 64) shapes.
+void BenchF32Kernels() {
+  std::printf("\nF32 kernels, microseconds per call (1 row, 1 thread)\n");
+  for (int64_t d : {2048, 4096}) {
+    std::vector<float> x = Random(d, 3), w = Random(d, 4), out(d);
+    std::printf("  RmsNorm d=%-6lld %9.3f\n", static_cast<long long>(d),
+                TimeUs([&] { RmsNorm(x.data(), 1, d, w.data(), 1e-5f, out.data()); }));
+  }
+  for (int64_t f : {5632, 11008}) {
+    std::vector<float> g = Random(f, 5), u = Random(f, 6), gg(f);
+    std::printf("  SiluMul f=%-6lld %9.3f\n", static_cast<long long>(f), TimeUs([&] {
+                  std::copy(g.begin(), g.end(), gg.begin());
+                  SiluMul(gg.data(), u.data(), f);
+                }));
+  }
+  for (int64_t v : {2048, 32000}) {
+    std::vector<float> l = Random(v, 7), t(v);
+    std::vector<double> lp(v);
+    std::printf("  Softmax v=%-6lld %9.3f   LogSoftmax %9.3f\n", static_cast<long long>(v),
+                TimeUs([&] {
+                  std::copy(l.begin(), l.end(), t.begin());
+                  Softmax(t.data(), v);
+                }),
+                TimeUs([&] { LogSoftmax(l.data(), v, lp.data()); }));
+  }
+  std::printf("  attention, one decode token (all heads), microseconds:\n");
+  for (const AttentionShape& s :
+       {AttentionShape{.n_heads = 32, .n_kv_heads = 32, .head_dim = 128, .block_size = 16},
+        AttentionShape{.n_heads = 32, .n_kv_heads = 4, .head_dim = 64, .block_size = 16}}) {
+    for (int64_t n_ctx : {512, 2048}) {
+      const int64_t nb = (n_ctx + s.block_size - 1) / s.block_size;
+      const int64_t per = s.n_kv_heads * s.block_size * s.head_dim;
+      std::vector<float> k = Random(nb * per, 9), v = Random(nb * per, 10);
+      std::vector<uint16_t> k16(k.size()), v16(v.size());
+      for (size_t i = 0; i < k.size(); ++i) {
+        k16[i] = half::F32ToBf16(k[i]);
+        v16[i] = half::F32ToBf16(v[i]);
+      }
+      std::vector<const float*> kb, vb;
+      std::vector<const uint16_t*> kb16, vb16;
+      for (int64_t b = 0; b < nb; ++b) {
+        kb.push_back(k.data() + b * per);
+        vb.push_back(v.data() + b * per);
+        kb16.push_back(k16.data() + b * per);
+        vb16.push_back(v16.data() + b * per);
+      }
+      std::vector<float> q = Random(s.n_heads * s.head_dim, 11), out(q.size());
+      std::printf(
+          "    heads %2lld/%2lld hd %3lld n_ctx %5lld: f32 %9.2f  bf16 %9.2f\n",
+          static_cast<long long>(s.n_heads), static_cast<long long>(s.n_kv_heads),
+          static_cast<long long>(s.head_dim), static_cast<long long>(n_ctx),
+          TimeUs([&] { (void)PagedAttention(s, q.data(), kb, vb, n_ctx, out.data()); }),
+          TimeUs([&] { (void)PagedAttention(s, q.data(), kb16, vb16, n_ctx, out.data()); }));
+    }
+  }
+}
+
 void BenchAttention() {
   std::printf("\nPagedAttention, microseconds per (token, layer)\n");
   struct Case {
@@ -502,10 +563,11 @@ void BenchStories260K() {
 
 int main(int argc, char** argv) {
   bool weights_only = false, attention_only = false, kquant_only = false, invariance = false;
+  bool f32_only = false;
   textgen::cli::FlagSet flags(
       "ops-bench",
       "ops-bench: per-call time of engine/ops kernels.\n\n"
-      "Usage: ops-bench [--quick] [--weights | --attention | --kquant | --invariance]",
+      "Usage: ops-bench [--quick] [--weights | --attention | --kquant | --invariance | --f32]",
       textgen::cli::Wording::kExpected);
   flags.Flag("--quick", &textgen::ops::g_quick, "fewer shapes and repetitions");
   flags.Flag("--weights", &weights_only, "only the decode weight kernels");
@@ -514,7 +576,14 @@ int main(int argc, char** argv) {
   flags.Flag("--kquant", &kquant_only, "only Q4_K, Q6_K");
   flags.Flag("--invariance", &invariance,
              "only Linear with batch_invariant on vs off (prefill-sized calls)");
+  flags.Flag("--f32", &f32_only,
+             "only the F32 norm, activation, softmax and decode attention kernels (1 thread)");
   flags.Parse(argc, argv);
+  if (f32_only) {
+    textgen::ops::SetNumThreads(1);
+    textgen::ops::BenchF32Kernels();
+    return 0;
+  }
   if (invariance) {
     textgen::ops::BenchInvariance();
     return 0;

@@ -1,5 +1,6 @@
 #include "engine/ops/attention.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "engine/format/dtype.h"
+#include "engine/ops/attention_kernel.h"
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
@@ -370,6 +372,65 @@ TEST_CASE("PagedAttention rejects bad arguments") {
   std::vector<const float*> null_block = {nullptr};
   CHECK(PagedAttention(s, q.data(), null_block, one, 1, out.data()).code() ==
         absl::StatusCode::kInvalidArgument);
+}
+
+// Issue #32: every level's attention kernel gives the portable form's bytes (scripts/
+// test-isa-levels.sh runs this at each level the CPU has): head dims from 8 to 256 (vector
+// tails included), GQA groups 1-8 (query-head chunks of 1-4), block sizes that do and do not
+// divide the context, contexts up to 2048, windows, a scale and soft-capping, F32 and BF16 tiles,
+// some with NaN, infinite, huge and subnormal keys and values.
+TEST_CASE("PagedAttentionKernel gives the portable kernel's bytes at this level") {
+  struct Case {
+    AttentionShape shape;
+    int64_t n_ctx, start;
+  };
+  std::vector<Case> cases;
+  uint32_t seed = 1;
+  for (int64_t hd : {8, 16, 24, 40, 64, 72, 128, 256}) {
+    for (int64_t group : {1, 2, 3, 4, 5, 8}) {
+      const int64_t n_kv = group >= 5 ? 1 : 2;
+      for (int64_t n_ctx : {1, 17, 100, 512, 2048}) {
+        if (hd * group * n_ctx > 2048 * 64 * 4) continue;  // the portable form is scalar
+        const int64_t bs = (seed++ % 3 == 0) ? 7 : 16;
+        Case c{{.n_heads = group * n_kv, .n_kv_heads = n_kv, .head_dim = hd, .block_size = bs},
+               n_ctx,
+               0};
+        if (seed % 4 == 0 && n_ctx > 20) c.start = n_ctx / 3;
+        if (seed % 5 == 0) c.shape.softcap = 20.0f;
+        if (seed % 7 == 0) c.shape.scale = 0.3f;
+        cases.push_back(c);
+      }
+    }
+  }
+  for (const Case& c : cases) {
+    const AttentionShape& s = c.shape;
+    INFO("heads " << s.n_heads << "/" << s.n_kv_heads << " hd " << s.head_dim << " bs "
+                  << s.block_size << " n_ctx " << c.n_ctx << " start " << c.start << " softcap "
+                  << s.softcap << " scale " << s.scale << " seed " << seed);
+    const int64_t n_blocks = (c.n_ctx + s.block_size - 1) / s.block_size;
+    // Every fifth case has NaN, infinities, huge and subnormal keys and values mixed in.
+    const bool specials = seed % 5 == 0;
+    std::vector<float> values = testing::RandomWithSpecials(
+        n_blocks * 2 * s.n_kv_heads * s.block_size * s.head_dim, seed++, -2.0f, 2.0f, specials);
+    const Bf16Blocks blocks(s, n_blocks, std::move(values));
+    // Large queries make peaked softmaxes with exponentials near the ends of the range.
+    const std::vector<float> q = Random(s.n_heads * s.head_dim, seed++, -4.0f, 4.0f);
+    std::vector<float> got(q.size(), NAN), want(q.size(), NAN);
+    internal::PagedAttentionKernel(s, q.data(), blocks.k32.data(), blocks.v32.data(), c.n_ctx,
+                                   got.data(), c.start, 0, s.n_kv_heads);
+    internal::portable::PagedAttentionKernel(s, q.data(), blocks.k32.data(), blocks.v32.data(),
+                                             c.n_ctx, want.data(), c.start, 0, s.n_kv_heads);
+    INFO("f32 " << testing::FirstByteDifference(got, want));
+    CHECK(testing::SameBytesUpToNaN(got, want));
+    std::fill(got.begin(), got.end(), NAN);
+    std::fill(want.begin(), want.end(), NAN);
+    internal::PagedAttentionKernel(s, q.data(), blocks.k16.data(), blocks.v16.data(), c.n_ctx,
+                                   got.data(), c.start, 0, s.n_kv_heads);
+    internal::portable::PagedAttentionKernel(s, q.data(), blocks.k16.data(), blocks.v16.data(),
+                                             c.n_ctx, want.data(), c.start, 0, s.n_kv_heads);
+    INFO("bf16 " << testing::FirstByteDifference(got, want));
+    CHECK(testing::SameBytesUpToNaN(got, want));
+  }
 }
 
 }  // namespace attention_test

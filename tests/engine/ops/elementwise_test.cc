@@ -55,6 +55,52 @@ TEST_CASE("SiluMul matches a double reference, including large magnitudes") {
   }
 }
 
+// Issue #32: the kernel level changes speed, never answers. Each level's kernel (the one this
+// process runs: scripts/test-isa-levels.sh caps it at every level the CPU has) must give the
+// bytes of the portable form, on random rows of every tail length and real sizes, with NaN,
+// infinities, huge and subnormal values mixed in.
+TEST_CASE("RmsNorm gives the portable kernel's bytes at this level") {
+  for (int64_t d : testing::OneOrderLengths()) {
+    for (bool specials : {false, true}) {
+      INFO("d " << d << " specials " << specials);
+      const int64_t n = d > 4096 ? 1 : 3;
+      std::vector<float> x = testing::RandomWithSpecials(n * d, d, -3.0f, 3.0f, specials);
+      if (specials && d > 8) x[d / 2] = 1e19f;  // a square beyond F32, fine in double
+      const std::vector<float> w = Random(d, d + 1, 0.5f, 1.5f);
+      std::vector<float> got(n * d), want(n * d);
+      RmsNorm(x.data(), n, d, w.data(), 1e-5f, got.data());
+      portable::RmsNorm(x.data(), n, d, w.data(), 1e-5f, want.data());
+      CHECK(testing::SameBytesUpToNaN(got, want));
+    }
+  }
+}
+
+TEST_CASE("SiluMul, GeluTanhMul and SoftCap give the portable kernel's bytes at this level") {
+  for (int64_t count : testing::OneOrderLengths()) {
+    for (bool specials : {false, true}) {
+      INFO("count " << count << " specials " << specials);
+      const std::vector<float> gate =
+          testing::RandomWithSpecials(count, count, -30.0f, 30.0f, specials);
+      const std::vector<float> up =
+          testing::RandomWithSpecials(count, count + 1, -2.0f, 2.0f, specials);
+      std::vector<float> got = gate, want = gate;
+      SiluMul(got.data(), up.data(), count);
+      portable::SiluMul(want.data(), up.data(), count);
+      CHECK(testing::SameBytesUpToNaN(got, want));
+      got = gate;
+      want = gate;
+      GeluTanhMul(got.data(), up.data(), count);
+      portable::GeluTanhMul(want.data(), up.data(), count);
+      CHECK(testing::SameBytesUpToNaN(got, want));
+      got = gate;
+      want = gate;
+      SoftCap(got.data(), count, 7.5f);
+      portable::SoftCap(want.data(), count, 7.5f);
+      CHECK(testing::SameBytesUpToNaN(got, want));
+    }
+  }
+}
+
 TEST_CASE("Add accumulates the residual") {
   std::vector<float> acc = {1, 2, 3, 4, 5};
   const std::vector<float> x = {0.5f, -2, 0, 1e-3f, 10};

@@ -8,8 +8,10 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "engine/ops/softmax.h"
 #include "tests/engine/ops/ops_test_util.h"
 
 namespace textgen::ops {
@@ -98,6 +100,45 @@ TEST_CASE("simd::Dot and simd::Axpy match double references at every tail length
       CHECK(std::fabs(y[i] - exact) <= 2 * FLT_EPSILON * (std::fabs(exact) + 0.75));
     }
   }
+}
+
+// Issue #32: simd::Dot and simd::Axpy of every level (through the kernel table, at the level
+// this process runs) give the portable form's bytes: 32 lanes in a fixed order, one FMA each.
+TEST_CASE("simd::Dot and simd::Axpy give the portable kernel's bytes at this level") {
+  std::vector<int64_t> lengths = testing::OneOrderLengths();
+  lengths.push_back(0);
+  for (int64_t n : lengths) {
+    for (bool specials : {false, true}) {
+      INFO("n " << n << " specials " << specials);
+      const std::vector<float> a = testing::RandomWithSpecials(n, 5 * n + 1, -2.0f, 2.0f, specials);
+      const std::vector<float> b = testing::RandomWithSpecials(n, 5 * n + 2, -2.0f, 2.0f, specials);
+      const float dot = internal::SimdDot(a.data(), b.data(), n);
+      const float dot_want = internal::portable::SimdDot(a.data(), b.data(), n);
+      CHECK(testing::SameBytesUpToNaN(dot, dot_want));
+      std::vector<float> y = b, y_want = b;
+      internal::SimdAxpy(-0.3f, a.data(), y.data(), n);
+      internal::portable::SimdAxpy(-0.3f, a.data(), y_want.data(), n);
+      CHECK(testing::SameBytesUpToNaN(y, y_want));
+    }
+  }
+}
+
+// The exponential written once on Vec16: the baseline's registers (this file's level) give the
+// portable lanes' bytes over the whole float range, overflow, subnormal results and NaN included.
+TEST_CASE("simd::Exp gives the portable form's bytes over the whole float range") {
+  std::vector<float> x;
+  for (float v = -110.0f; v < 92.0f; v += 0.00731f) x.push_back(v);
+  for (float v : {-103.97f, -103.3f, -87.33f, -87.34f, 88.72f, 88.73f, 0.0f, -0.0f, NAN, INFINITY,
+                  -INFINITY, 1e-45f, -1e-45f}) {
+    x.push_back(v);
+  }
+  while (x.size() % 16 != 0) x.push_back(1.0f);
+  std::vector<float> got(x.size()), want(x.size());
+  for (size_t i = 0; i < x.size(); i += 16) {
+    simd::Exp(simd::Vec16<simd::Native>::Load(x.data() + i)).Store(got.data() + i);
+    simd::Exp(simd::Vec16<simd::Portable>::Load(x.data() + i)).Store(want.data() + i);
+  }
+  CHECK(testing::SameBytesUpToNaN(got, want));
 }
 
 }  // namespace simd_test

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -66,6 +67,39 @@ TEST_CASE("ArgMax returns the lowest index among ties") {
   CHECK(ArgMax(c.data(), 5) == 2);
   const std::vector<float> d = {0.5f};
   CHECK(ArgMax(d.data(), 1) == 0);
+}
+
+// Issue #32: every level's Softmax, LogSumExp, LogSoftmax and ArgMax give the portable form's
+// bytes (scripts/test-isa-levels.sh runs this at each level the CPU has), with logits from a
+// narrow and a wide range, NaN, infinities and huge values mixed in.
+TEST_CASE(
+    "Softmax, LogSumExp, LogSoftmax and ArgMax give the portable kernel's bytes at this "
+    "level") {
+  for (int64_t n : testing::OneOrderLengths()) {
+    for (int variant = 0; variant < 3; ++variant) {
+      INFO("n " << n << " variant " << variant);
+      const float range = variant == 0 ? 5.0f : 60.0f;
+      std::vector<float> x =
+          testing::RandomWithSpecials(n, n * 3 + variant, -range, range, variant == 2);
+      std::vector<float> got = x, want = x;
+      Softmax(got.data(), n);
+      portable::Softmax(want.data(), n);
+      CHECK(testing::SameBytesUpToNaN(got, want));
+      const double lse = LogSumExp(x.data(), n), lse_want = portable::LogSumExp(x.data(), n);
+      CHECK(testing::SameBytesUpToNaN(lse, lse_want));
+      std::vector<double> lp(n), lp_want(n);
+      LogSoftmax(x.data(), n, lp.data());
+      portable::LogSoftmax(x.data(), n, lp_want.data());
+      CHECK(testing::SameBytesUpToNaN(lp, lp_want));
+      CHECK(ArgMax(x.data(), n) == portable::ArgMax(x.data(), n));
+      // Ties between +0 and -0 as the maximum, and an all-NaN row.
+      std::vector<float> zeros(n);
+      for (int64_t i = 0; i < n; ++i) zeros[i] = (i % 3 == 1) ? 0.0f : -0.0f;
+      CHECK(ArgMax(zeros.data(), n) == portable::ArgMax(zeros.data(), n));
+      const std::vector<float> nans(n, NAN);
+      CHECK(ArgMax(nans.data(), n) == portable::ArgMax(nans.data(), n));
+    }
+  }
 }
 
 }  // namespace softmax_test
