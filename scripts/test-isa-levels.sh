@@ -24,6 +24,7 @@ if has avx512f avx512bw avx512vl avx512dq; then
   has avx512_vnni avx512_bf16 && levels+=(avx512bf16)
   has avx512_vnni avx512_bf16 amx_tile amx_bf16 && levels+=(amx)
 fi
+all_levels=("${levels[@]}")
 unset 'levels[${#levels[@]}-1]'  # the best one ran in the main pass
 # The whole engine suite at avx2 (the other end from the main pass); the levels in between run
 # the kernel tests only, which are what differ between levels, so that CI's time does not grow
@@ -41,3 +42,36 @@ for level in "${levels[@]}"; do
       ctest --test-dir build -R '^engine/ops/' --output-on-failure -j"$(nproc)" --timeout 900
   fi
 done
+
+# End to end: the level a CPU runs changes speed, never answers (issue 32). The same greedy
+# request, at every level this CPU has, must give the same ids and logprobs, byte for byte, on
+# a Q8_0 model and on an F32 one (BF16 weights in the fast mode). With --batch-invariant on:
+# with off, avx2 prefills through oneDNN, whose sums are its own. Not at amx, where AMX tiles
+# multiply BF16 weights in their own order (another numerics mode).
+compare=()
+for level in "${all_levels[@]}"; do [ "$level" = amx ] || compare+=("$level"); done
+if [ "${#compare[@]}" -lt 2 ]; then
+  echo "== token identity across levels: this CPU runs one level (${compare[*]}), nothing to compare"
+else
+  for model in TinyStories-656K-Q8_0.gguf TinyStories-656K-F32.gguf; do
+    want=""
+    for level in "${compare[@]}"; do
+      got=$(TEXTGEN_MAX_ISA="$level" build/bin/textgen-run --model "$TEXTGEN_MODELS/$model" \
+        --compute bf16 --batch-invariant on --prompt 'Once upon a time, in a small town' \
+        --max-new-tokens 64 --json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(d["generated_ids"])
+print([x.hex() for x in d["logprobs"]])')
+      if [ -z "$want" ]; then
+        want="$got"
+        first="$level"
+      elif [ "$got" != "$want" ]; then
+        echo "token identity across levels: $model gives other ids or logprobs at $level than at $first" >&2
+        diff <(echo "$want" | tr ',' '\n') <(echo "$got" | tr ',' '\n') | head -20 >&2 || true
+        exit 1
+      fi
+    done
+    echo "== token identity across levels: $model gives the same ids and logprobs at ${compare[*]}"
+  done
+fi

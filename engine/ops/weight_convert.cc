@@ -67,6 +67,8 @@ inline int64_t ForEach8(WeightType type, const uint8_t* src, int64_t count, F f)
         f(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d), k);
         break;
       }
+      default:  // the block formats other than Q8_0 are decoded by quant_decode.h
+        break;
     }
   }
   return whole;
