@@ -83,7 +83,7 @@ absl::StatusOr<std::string> TinyLlama() {
   TG_RETURN_IF_ERROR(
       w.AddTensor("blk.0.attn_q.weight", DType::kQ8_0, {32, 2}, Bytes(DType::kQ8_0, 64)));
   TG_RETURN_IF_ERROR(
-      w.AddTensor("blk.0.ffn_up.weight", DType::kBF16, {8, 4}, Bytes(DType::kBF16, 32)));
+      w.AddTensor("blk.0.ffn_up.weight", DType::kBf16, {8, 4}, Bytes(DType::kBf16, 32)));
   TG_RETURN_IF_ERROR(
       w.AddTensor("blk.1.ffn_down.weight", DType::kQ4_K, {256}, Bytes(DType::kQ4_K, 256)));
   TG_RETURN_IF_ERROR(w.AddTensor("rope_freqs.weight", DType::kF32, {2}, Bytes(DType::kF32, 2)));
