@@ -84,7 +84,10 @@ void WriteCache(const std::string& path,
                 const std::vector<std::pair<std::string, std::string>>& fresh) {
   if (path.empty() || fresh.empty()) return;
   std::vector<std::pair<std::string, std::string>> entries = ReadCache(path);
-  for (const auto& [key, level] : fresh) {
+  for (const auto& entry : fresh) {
+    // Not a structured binding: clang (the fuzz build) cannot capture one in a lambda.
+    const std::string& key = entry.first;
+    const std::string& level = entry.second;
     auto it =
         std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == key; });
     if (it != entries.end()) {
