@@ -65,6 +65,28 @@ constexpr LayerTensorName kGemmaTensors[] = {
     {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
     TG_FFN,
 };
+// Mixture-of-experts layers: the dense FFN's tensors are replaced by a router and 3-D expert
+// stacks; Hugging Face checkpoints hold one tensor per expert, which this table cannot name yet,
+// so these have no Hugging Face names.
+constexpr LayerTensorName kQwen3MoeTensors[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    TG_ATTN_QKV,
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+};
+
+constexpr LayerTensorName kQwen2MoeTensors[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    TG_ATTN_QKV,
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+};
+
 #undef TG_ATTN_QKV
 #undef TG_FFN
 
@@ -80,6 +102,9 @@ ArchSpec Llama() {
   a.gguf_arch = "llama";
   a.hf_types = kLlamaTypes;
   a.tensors = kLlamaTensors;
+  a.moe = MoeUse::kWhenListed;  // Mixtral
+  a.moe_norm_topk = true;
+  a.moe_width_is_n_ff = true;
   return a;
 }
 
@@ -134,8 +159,29 @@ ArchSpec Gemma(bool v3) {
   return a;
 }
 
+ArchSpec Qwen3Moe() {
+  ArchSpec a = Qwen3();
+  a.gguf_arch = "qwen3moe";
+  a.hf_types = {};
+  a.tensors = kQwen3MoeTensors;
+  a.moe = MoeUse::kAlways;
+  a.moe_norm_topk = true;
+  return a;
+}
+
+ArchSpec Qwen2Moe() {
+  ArchSpec a = Qwen2();
+  a.gguf_arch = "qwen2moe";
+  a.hf_types = {};
+  a.tensors = kQwen2MoeTensors;
+  a.moe = MoeUse::kAlways;
+  a.moe_shared_expert = true;
+  return a;
+}
+
 const ArchSpec* Table(size_t* n) {
-  static const ArchSpec kArchs[] = {Llama(), Qwen2(), Qwen3(), Phi3(), Gemma(false), Gemma(true)};
+  static const ArchSpec kArchs[] = {Llama(),      Qwen2(),     Qwen3(),    Phi3(),
+                                    Gemma(false), Gemma(true), Qwen3Moe(), Qwen2Moe()};
   *n = sizeof(kArchs) / sizeof(kArchs[0]);
   return kArchs;
 }

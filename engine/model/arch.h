@@ -21,6 +21,10 @@ struct LayerTensorName {
 
 enum class FfnActivation { kSilu, kGeluTanh };
 
+// Mixture of experts in the feed-forward layers: none, when the file lists experts
+// (`<arch>.expert_count` > 0: Mixtral in the `llama` architecture), or always.
+enum class MoeUse { kNone, kWhenListed, kAlways };
+
 struct ArchSpec {
   const char* gguf_arch;                      // general.architecture
   absl::Span<const char* const> hf_types;     // config.json model_type values
@@ -47,6 +51,13 @@ struct ArchSpec {
   bool reads_swa_rope_base = false;
   bool reads_longrope = false;
   bool gemma_query_scale = false;  // attention scale from query_pre_attn_scalar
+  // Mixture of experts (engine/model/moe_ffn.h): routed experts replace the dense FFN.
+  MoeUse moe = MoeUse::kNone;
+  bool moe_norm_topk = false;      // the k routing weights rescaled to sum to 1
+  bool moe_shared_expert = false;  // plus a shared expert scaled by sigmoid(gate . x)
+  // Expert width when `expert_feed_forward_length` is absent: feed_forward_length (true,
+  // Mixtral) or feed_forward_length / expert_used_count (llama.cpp's fallback for Qwen MoE).
+  bool moe_width_is_n_ff = false;
 };
 
 // The table for a GGUF general.architecture, or nullptr.

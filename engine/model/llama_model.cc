@@ -98,11 +98,79 @@ absl::StatusOr<std::vector<float>> LoadNorm(const WeightSource& source, const st
 
 }  // namespace
 
+absl::Status LlamaModel::LoadFfn(const WeightSource& source, const std::string& p, Layer& L,
+                                 const ops::LinearOptions& lo) {
+  const int64_t d = config_.n_embd, ff = config_.n_ff;
+  if (config_.arch->fused_gate_up) {
+    TG_ASSIGN_OR_RETURN(auto gate_up,
+                        MakeSplitLinear(source, p + "ffn_up.weight", {ff, ff}, d, lo));
+    L.w_gate = std::move(gate_up[0]);
+    L.w_up = std::move(gate_up[1]);
+  } else {
+    TG_ASSIGN_OR_RETURN(L.w_gate, MakeLinear(source, p + "ffn_gate.weight", ff, d, lo));
+    TG_ASSIGN_OR_RETURN(L.w_up, MakeLinear(source, p + "ffn_up.weight", ff, d, lo));
+  }
+  TG_ASSIGN_OR_RETURN(L.w_down, MakeLinear(source, p + "ffn_down.weight", d, ff, lo));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<ops::Linear>>> LlamaModel::MakeExpertLinears(
+    const WeightSource& source, const std::string& name, int64_t out, int64_t in,
+    const ops::LinearOptions& o) {
+  const MoeConfig& m = config_.moe;
+  TG_ASSIGN_OR_RETURN(NativeTensor w, source.LoadNative(name, {m.n_expert, out, in}));
+  TG_ASSIGN_OR_RETURN(const size_t row_bytes, RowBytes(w.type, in));
+  ops::LinearOptions options = o;
+  options.copy_weights = !w.owned.empty();
+  std::vector<std::unique_ptr<ops::Linear>> experts;
+  size_t bytes = 0;
+  for (int64_t e = 0; e < m.n_expert; ++e) {
+    const ops::WeightView view{w.type, w.data + e * out * row_bytes, out, in};
+    auto linear = ops::Linear::Create(view, options);
+    if (!linear.ok()) {
+      return absl::Status(linear.status().code(), absl::StrCat("preparing ", name, " expert ", e,
+                                                               ": ", linear.status().message()));
+    }
+    bytes += (*linear)->streamed_bytes();
+    if (w.owned.empty() && (*linear)->weights().data != view.data) {
+      ReleaseMappedPages(view.data, view.bytes());
+    }
+    experts.push_back(std::move(linear).value());
+  }
+  weight_bytes_ += bytes / m.n_expert * m.n_expert_used;
+  return experts;
+}
+
+absl::Status LlamaModel::LoadMoe(const WeightSource& source, const std::string& p, Layer& L,
+                                 const ops::LinearOptions& lo) {
+  const MoeConfig& m = config_.moe;
+  const int64_t d = config_.n_embd, ff = m.n_ff_expert;
+  MoeWeights w;
+  // The router stays F32 with exact compute whatever --compute says: it is tiny next to one
+  // expert, and rounding its logits could flip a near-tie between two experts.
+  ops::LinearOptions router = lo;
+  router.compute = ops::LinearCompute::kF32;
+  TG_ASSIGN_OR_RETURN(w.router,
+                      MakeLinear(source, p + "ffn_gate_inp.weight", m.n_expert, d, router));
+  TG_ASSIGN_OR_RETURN(w.gate, MakeExpertLinears(source, p + "ffn_gate_exps.weight", ff, d, lo));
+  TG_ASSIGN_OR_RETURN(w.up, MakeExpertLinears(source, p + "ffn_up_exps.weight", ff, d, lo));
+  TG_ASSIGN_OR_RETURN(w.down, MakeExpertLinears(source, p + "ffn_down_exps.weight", d, ff, lo));
+  if (config_.arch->moe_shared_expert) {
+    const int64_t sh = m.n_ff_shared;
+    TG_ASSIGN_OR_RETURN(w.shared_gate, MakeLinear(source, p + "ffn_gate_shexp.weight", sh, d, lo));
+    TG_ASSIGN_OR_RETURN(w.shared_up, MakeLinear(source, p + "ffn_up_shexp.weight", sh, d, lo));
+    TG_ASSIGN_OR_RETURN(w.shared_down, MakeLinear(source, p + "ffn_down_shexp.weight", d, sh, lo));
+    TG_ASSIGN_OR_RETURN(w.shared_gate_inp, source.LoadF32(p + "ffn_gate_inp_shexp.weight", {d}));
+  }
+  L.moe = std::make_unique<MoeFfn>(m, d, std::move(w));
+  return absl::OkStatus();
+}
+
 absl::Status LlamaModel::LoadLayer(const WeightSource& source, int l,
                                    const ops::LinearOptions& lo) {
   const ModelConfig& c = config_;
   const ArchSpec& arch = *c.arch;
-  const int64_t d = c.n_embd, ff = c.n_ff, hd = c.head_dim;
+  const int64_t d = c.n_embd, hd = c.head_dim;
   const int64_t q_dim = int64_t{c.n_heads} * hd;
   const int64_t kv_dim = int64_t{c.n_kv_heads} * hd;
   Layer& L = layers_[l];
@@ -134,16 +202,7 @@ absl::Status LlamaModel::LoadLayer(const WeightSource& source, int l,
     TG_ASSIGN_OR_RETURN(L.post_attn_norm, LoadNorm(source, p + "post_attention_norm.weight", d));
     TG_ASSIGN_OR_RETURN(L.post_ffn_norm, LoadNorm(source, p + "post_ffw_norm.weight", d));
   }
-  if (arch.fused_gate_up) {
-    TG_ASSIGN_OR_RETURN(auto gate_up,
-                        MakeSplitLinear(source, p + "ffn_up.weight", {ff, ff}, d, lo));
-    L.w_gate = std::move(gate_up[0]);
-    L.w_up = std::move(gate_up[1]);
-  } else {
-    TG_ASSIGN_OR_RETURN(L.w_gate, MakeLinear(source, p + "ffn_gate.weight", ff, d, lo));
-    TG_ASSIGN_OR_RETURN(L.w_up, MakeLinear(source, p + "ffn_up.weight", ff, d, lo));
-  }
-  TG_ASSIGN_OR_RETURN(L.w_down, MakeLinear(source, p + "ffn_down.weight", d, ff, lo));
+  TG_RETURN_IF_ERROR(c.is_moe() ? LoadMoe(source, p, L, lo) : LoadFfn(source, p, L, lo));
 
   // RoPE of this layer: sliding-window layers may have their own base and scale (Gemma 3).
   const bool swa = c.IsSwaLayer(l);
@@ -200,6 +259,14 @@ void LlamaModel::CalibrateKernels(std::optional<ops::KernelSelectMode> mode) con
                                  layer.w_gate.get(), layer.w_up.get(), layer.w_down.get()}) {
       if (w != nullptr) weights.push_back(w->weights());
     }
+    if (layer.moe != nullptr) {
+      // A decode step reads k experts of each layer: time k of them (which ones does not
+      // matter, they have one shape).
+      const MoeWeights& w = layer.moe->weights();
+      for (int e = 0; e < config_.moe.n_expert_used; ++e) {
+        for (const auto* part : {&w.gate, &w.up, &w.down}) weights.push_back((*part)[e]->weights());
+      }
+    }
   }
   weights.push_back(output_->weights());
   ops::CalibrationOptions options;
@@ -254,8 +321,10 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   s.k.resize(total * kv_dim);
   s.v.resize(total * kv_dim);
   s.attn.resize(total * q_dim);
-  s.gate.resize(total * c.n_ff);
-  s.up.resize(total * c.n_ff);
+  if (!c.is_moe()) {
+    s.gate.resize(total * c.n_ff);
+    s.up.resize(total * c.n_ff);
+  }
   s.proj.resize(total * d);
   s.pos.resize(total);
 
@@ -316,16 +385,11 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
       ops::Add(&s.x[r0 * d], &s.proj[r0 * d], (r1 - r0) * d);
       ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.ffn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
     });
-    TG_RETURN_IF_ERROR(L.w_gate->Forward(s.xn.data(), total, s.gate.data()));
-    TG_RETURN_IF_ERROR(L.w_up->Forward(s.xn.data(), total, s.up.data()));
-    by_rows([&](int64_t r0, int64_t r1) {
-      if (arch.ffn_act == FfnActivation::kGeluTanh) {
-        ops::GeluTanhMul(&s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
-      } else {
-        ops::SiluMul(&s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
-      }
-    });
-    TG_RETURN_IF_ERROR(L.w_down->Forward(s.gate.data(), total, s.proj.data()));
+    if (L.moe != nullptr) {
+      TG_RETURN_IF_ERROR(L.moe->Forward(s.xn.data(), total, s.proj.data()));
+    } else {
+      TG_RETURN_IF_ERROR(DenseFfn(L, total));
+    }
     by_rows([&](int64_t r0, int64_t r1) {
       if (!L.post_ffn_norm.empty()) {
         ops::RmsNorm(&s.proj[r0 * d], r1 - r0, d, L.post_ffn_norm.data(), c.rms_eps,
@@ -360,6 +424,22 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   TG_RETURN_IF_ERROR(output_->Forward(s.last.data(), rows, logits->data()));
   if (c.final_softcap > 0.0f) ops::SoftCap(logits->data(), rows * c.n_vocab, c.final_softcap);
   return absl::OkStatus();
+}
+
+absl::Status LlamaModel::DenseFfn(Layer& L, int64_t total) {
+  const ModelConfig& c = config_;
+  Scratch& s = s_;
+  TG_RETURN_IF_ERROR(L.w_gate->Forward(s.xn.data(), total, s.gate.data()));
+  TG_RETURN_IF_ERROR(L.w_up->Forward(s.xn.data(), total, s.up.data()));
+  const int threads = total >= 32 ? ops::NumThreads() : 1;
+  ops::ParallelFor(total, 1, threads, [&](int64_t r0, int64_t r1) {
+    if (c.arch->ffn_act == FfnActivation::kGeluTanh) {
+      ops::GeluTanhMul(&s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
+    } else {
+      ops::SiluMul(&s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
+    }
+  });
+  return L.w_down->Forward(s.gate.data(), total, s.proj.data());
 }
 
 absl::Status LlamaModel::ShiftContext(KvCache& cache, absl::Span<BlockTable* const> tables,

@@ -15,6 +15,7 @@
 #include "engine/kv_cache/block_table.h"
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/model_config.h"
+#include "engine/model/moe_ffn.h"
 #include "engine/model/weight_source.h"
 #include "engine/ops/kernel_calibration.h"
 #include "engine/ops/linear.h"
@@ -85,12 +86,14 @@ class LlamaModel {
   struct Layer {
     std::vector<float> attn_norm;  // [n_embd]
     std::vector<float> ffn_norm;   // [n_embd]
-    std::unique_ptr<ops::Linear> wq, wk, wv, wo, w_gate, w_up, w_down;
-    std::vector<float> bq, bk, bv;                     // [q_dim], [kv_dim] x2, or empty
-    std::vector<float> q_norm, k_norm;                 // [head_dim] each, or empty
-    std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd] each, or empty
-    ops::RopeConfig rope_q, rope_k;                    // this layer's RoPE (Gemma 3: per layer)
-    int window = 0;                                    // sliding window, 0 = global layer
+    std::unique_ptr<ops::Linear> wq, wk, wv, wo;
+    std::unique_ptr<ops::Linear> w_gate, w_up, w_down;  // the dense FFN, or null when `moe`
+    std::unique_ptr<MoeFfn> moe;                        // mixture-of-experts FFN, or null
+    std::vector<float> bq, bk, bv;                      // [q_dim], [kv_dim] x2, or empty
+    std::vector<float> q_norm, k_norm;                  // [head_dim] each, or empty
+    std::vector<float> post_attn_norm, post_ffn_norm;   // [n_embd] each, or empty
+    ops::RopeConfig rope_q, rope_k;                     // this layer's RoPE (Gemma 3: per layer)
+    int window = 0;                                     // sliding window, 0 = global layer
   };
   // One sequence's cache blocks of the current layer, as PagedAttention reads them: k, v for
   // an F32 cache, k16, v16 for a BF16 one.
@@ -123,6 +126,8 @@ class LlamaModel {
 
   LlamaModel(const ModelConfig& config) : config_(config) {}
   absl::Status Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, int layer);
+  // s_.proj = W_down · (act(W_gate · s_.xn) * W_up · s_.xn) over `total` rows.
+  absl::Status DenseFfn(Layer& layer, int64_t total);
   absl::StatusOr<std::unique_ptr<ops::Linear>> MakeLinear(const WeightSource& source,
                                                           const std::string& name, int64_t out,
                                                           int64_t in, const ops::LinearOptions& o);
@@ -132,6 +137,15 @@ class LlamaModel {
   absl::StatusOr<std::vector<std::unique_ptr<ops::Linear>>> MakeSplitLinear(
       const WeightSource& source, const std::string& name, const std::vector<int64_t>& rows,
       int64_t in, const ops::LinearOptions& o);
+  // One Linear per expert over a 3-D [n_expert, out, in] stack, viewing each expert's slice.
+  // Counts an expert's share of weight_bytes_ as decode streams it: k of n_expert.
+  absl::StatusOr<std::vector<std::unique_ptr<ops::Linear>>> MakeExpertLinears(
+      const WeightSource& source, const std::string& name, int64_t out, int64_t in,
+      const ops::LinearOptions& o);
+  absl::Status LoadFfn(const WeightSource& source, const std::string& prefix, Layer& layer,
+                       const ops::LinearOptions& lo);
+  absl::Status LoadMoe(const WeightSource& source, const std::string& prefix, Layer& layer,
+                       const ops::LinearOptions& lo);
   absl::Status LoadLayer(const WeightSource& source, int l, const ops::LinearOptions& lo);
   // Measures (or reads from the cache) which kernel level runs each format whose levels agree
   // bit for bit (ops/kernel_calibration.h), on this model's weights; `mode` as

@@ -210,6 +210,18 @@ absl::Status ModelConfig::Validate() const {
     return bad("attention scale and soft-caps must be finite and not negative");
   }
   if (sliding_window < 0) return bad("sliding window must not be negative");
+  if (moe.n_expert < 0 || moe.n_expert > 4096) return bad("expert count must be in [0, 4096]");
+  if (is_moe()) {
+    if (moe.n_expert_used < 1 || moe.n_expert_used > moe.n_expert) {
+      return bad("experts used per token must be in [1, expert count]");
+    }
+    if (moe.n_ff_expert <= 0) return bad("expert feed-forward length must be positive");
+    if (arch->moe_shared_expert && moe.n_ff_shared <= 0) {
+      return bad("shared expert feed-forward length must be positive");
+    }
+  } else if (arch->moe == MoeUse::kAlways) {
+    return bad("a mixture-of-experts architecture needs an expert count");
+  }
   if (!swa_layers.empty() && swa_layers.size() != static_cast<size_t>(n_layers)) {
     return bad("the sliding-window layer list must have one entry per layer");
   }
@@ -220,11 +232,12 @@ std::string ModelConfig::DebugString() const {
   return absl::StrFormat(
       "arch=%s vocab=%d ctx=%d embd=%d layers=%d ff=%d heads=%d kv_heads=%d head_dim=%d "
       "rope_dim=%d rope_base=%g rope_scale=%g rope_factors=%d rms_eps=%g window=%d tied=%d "
-      "weights=%s",
+      "weights=%s experts=%d used=%d expert_ff=%d shared_ff=%d",
       architecture, n_vocab, n_ctx, n_embd, n_layers, n_ff, n_heads, n_kv_heads, head_dim, rope_dim,
       rope_base, rope_freq_scale,
       static_cast<int>(rope_freq_factors.size() + rope_factors_long.size()), rms_eps,
-      sliding_window, tied_embeddings ? 1 : 0, DTypeName(weight_type));
+      sliding_window, tied_embeddings ? 1 : 0, DTypeName(weight_type), moe.n_expert,
+      moe.n_expert_used, moe.n_ff_expert, moe.n_ff_shared);
 }
 
 namespace {
@@ -244,6 +257,24 @@ float GemmaGgufQueryScale(const ModelConfig& c) {
   const bool is_27b = (c.architecture == "gemma2" && c.n_layers == 46) ||
                       (c.architecture == "gemma3" && c.n_layers == 62);
   return 1.0f / std::sqrt(static_cast<float>(is_27b ? c.n_embd / c.n_heads : c.head_dim));
+}
+
+// `<arch>.expert_*` keys (llama.cpp's names). The expert width falls back as llama.cpp's
+// loaders do (ArchSpec::moe_width_is_n_ff); Validate checks the values.
+absl::Status ReadMoeKeys(const GgufFile& gguf, const std::string& a, ModelConfig* c) {
+  MoeConfig& m = c->moe;
+  TG_ASSIGN_OR_RETURN(m.n_expert, GetIntKey(gguf, a + "expert_count", 0));
+  if (m.n_expert == 0) return absl::OkStatus();
+  TG_ASSIGN_OR_RETURN(m.n_expert_used, GetIntKey(gguf, a + "expert_used_count"));
+  const int fallback =
+      c->arch->moe_width_is_n_ff || m.n_expert_used <= 0 ? c->n_ff : c->n_ff / m.n_expert_used;
+  TG_ASSIGN_OR_RETURN(m.n_ff_expert, GetIntKey(gguf, a + "expert_feed_forward_length", fallback));
+  if (c->arch->moe_shared_expert) {
+    TG_ASSIGN_OR_RETURN(m.n_ff_shared,
+                        GetIntKey(gguf, a + "expert_shared_feed_forward_length", c->n_ff));
+  }
+  m.norm_topk = c->arch->moe_norm_topk;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -323,6 +354,7 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& gguf) {
     c.swa_layers = SwaPattern(arch, c.n_layers);
   }
   if (arch.gemma_query_scale && c.head_dim > 0) c.attn_scale = GemmaGgufQueryScale(c);
+  if (arch.moe != MoeUse::kNone) TG_RETURN_IF_ERROR(ReadMoeKeys(gguf, a, &c));
   int vocab_from_tokens = 0;
   if (gguf.Has("tokenizer.ggml.tokens")) {
     const GgufValue* tokens = gguf.Find("tokenizer.ggml.tokens");

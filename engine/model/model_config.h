@@ -14,6 +14,15 @@
 
 namespace textgen {
 
+// The mixture-of-experts part of a config (n_expert == 0: a dense model).
+struct MoeConfig {
+  int n_expert = 0;        // routed experts per layer
+  int n_expert_used = 0;   // experts each token is routed to (top-k)
+  int n_ff_expert = 0;     // width of each routed expert's FFN
+  int n_ff_shared = 0;     // width of the shared expert (0: none)
+  bool norm_topk = false;  // the k routing weights rescaled to sum to 1
+};
+
 struct ModelConfig {
   std::string architecture = "llama";
   std::string name;
@@ -48,6 +57,9 @@ struct ModelConfig {
   bool tied_embeddings = false;     // output projection reuses token_embd
   DType weight_type = DType::kF32;  // type of the projection weights as stored
   const ArchSpec* arch = nullptr;   // set by the loaders from `architecture`
+  MoeConfig moe;
+
+  bool is_moe() const { return moe.n_expert > 0; }
 
   bool IsSwaLayer(int layer) const {
     return sliding_window > 0 && !swa_layers.empty() && swa_layers[layer];

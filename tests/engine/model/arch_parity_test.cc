@@ -1,4 +1,4 @@
-// Every architecture against llama.cpp (../shared/reference/arch/*.greedy.json): greedy ids
+// Every architecture against llama.cpp (../shared/reference/{arch,moe}/*.greedy.json): greedy ids
 // token-exact for the whole length and logprobs within 1e-3 with F32 compute, from the GGUF
 // and from the Hugging Face directory of each model (both start from prompt_ids: the two
 // tokenize other texts differently, see models/arch/README.md); a teacher-forced BF16-compute
@@ -20,8 +20,10 @@ namespace arch_parity_test {
 namespace fs = std::filesystem;
 
 struct ArchCase {
-  const char* model;      // under $TEXTGEN_MODELS/arch, without .gguf / -hf
-  const char* reference;  // under the reference folder's arch/
+  const char* model;            // under $TEXTGEN_MODELS/arch, without .gguf / -hf
+  const char* reference;        // under the reference folder's `folder`/
+  const char* folder = "arch";  // the models' and references' subfolder
+  bool has_hf = true;           // also a Hugging Face directory (<model>-hf)
 };
 
 // The Gemmas' exact-GELU references: this engine computes GELU exactly (see
@@ -35,6 +37,10 @@ const ArchCase kCases[] = {
     {"phi3", "phi3.greedy.json"},
     {"gemma2", "gemma2.exact-gelu.greedy.json"},
     {"gemma3", "gemma3.exact-gelu.greedy.json"},
+    // Mixtures of experts (models/moe/README.md): GGUF only.
+    {"qwen3moe", "qwen3moe.greedy.json", "moe", false},
+    {"mixtral", "mixtral.greedy.json", "moe", false},
+    {"qwen2moe", "qwen2moe.greedy.json", "moe", false},
 };
 
 std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, KvType type) {
@@ -57,14 +63,14 @@ struct Result {
 
 // Greedy decoding from each case's prompt_ids; stops comparing a case at its first wrong id.
 Result RunReference(const std::string& model_path, const std::string& reference,
-                    const ModelOptions& mo, KvType kv_type) {
+                    const ModelOptions& mo, KvType kv_type, const std::string& folder) {
   auto model = Model::Load(model_path, mo);
   INFO(model_path);
   REQUIRE(model.ok());
   LlamaModel& m = (*model)->llama();
   auto cache = MakeCache(m.config(), kv_type);
-  const nlohmann::json ref =
-      nlohmann::json::parse(testing::ReadFile(testing::ReferenceDir() + "/arch/" + reference));
+  const nlohmann::json ref = nlohmann::json::parse(
+      testing::ReadFile(testing::ReferenceDir() + "/" + folder + "/" + reference));
   Result r;
   const int vocab = m.config().n_vocab;
   for (const auto& rc : ref["cases"]) {
@@ -98,9 +104,9 @@ Result RunReference(const std::string& model_path, const std::string& reference,
   return r;
 }
 
-int TotalTokens(const std::string& reference) {
-  const nlohmann::json ref =
-      nlohmann::json::parse(testing::ReadFile(testing::ReferenceDir() + "/arch/" + reference));
+int TotalTokens(const std::string& reference, const std::string& folder) {
+  const nlohmann::json ref = nlohmann::json::parse(
+      testing::ReadFile(testing::ReferenceDir() + "/" + folder + "/" + reference));
   int n = 0;
   for (const auto& rc : ref["cases"]) n += static_cast<int>(rc["generated_ids"].size());
   return n;
@@ -109,11 +115,12 @@ int TotalTokens(const std::string& reference) {
 TEST_CASE("every architecture matches llama.cpp token for token with F32 compute", "[parity]") {
   for (const ArchCase& ac : kCases) {
     for (const char* format : {".gguf", "-hf"}) {
+      if (!ac.has_hf && std::string(format) == "-hf") continue;
       const std::string name = std::string(ac.model) + format;
       SECTION(name) {
-        const Result r =
-            RunReference(testing::ModelPath("arch/" + name), ac.reference, {}, KvType::kF32);
-        const int total = TotalTokens(ac.reference);
+        const Result r = RunReference(testing::ModelPath(std::string(ac.folder) + "/" + name),
+                                      ac.reference, {}, KvType::kF32, ac.folder);
+        const int total = TotalTokens(ac.reference, ac.folder);
         WARN(name << ": " << r.exact << "/" << total << " ids exact, max |logprob diff| "
                   << r.max_logprob_diff);
         CHECK(r.exact == total);
@@ -127,16 +134,16 @@ TEST_CASE("every architecture stays close with BF16 compute and a BF16 cache", "
   ModelOptions mo;
   mo.llama.linear.compute = ops::LinearCompute::kBf16;
   for (const ArchCase& ac : kCases) {
-    const std::string name = std::string(ac.model) + "-hf";
+    const std::string name = std::string(ac.model) + (ac.has_hf ? "-hf" : ".gguf");
     SECTION(name) {
-      auto model = Model::Load(testing::ModelPath("arch/" + name), mo);
+      auto model = Model::Load(testing::ModelPath(std::string(ac.folder) + "/" + name), mo);
       REQUIRE(model.ok());
       LlamaModel& m = (*model)->llama();
       auto cache = MakeCache(m.config(), KvType::kBf16);
-      const testing::ForcedStats r =
-          testing::TeacherForce(m, *cache,
-                                nlohmann::json::parse(testing::ReadFile(testing::ReferenceDir() +
-                                                                        "/arch/" + ac.reference)));
+      const testing::ForcedStats r = testing::TeacherForce(
+          m, *cache,
+          nlohmann::json::parse(
+              testing::ReadFile(testing::ReferenceDir() + "/" + ac.folder + "/" + ac.reference)));
       WARN(name << " bf16, teacher-forced: argmax equal at " << r.argmax_equal << " of " << r.tokens
                 << " steps, max |logprob diff| " << r.max_diff);
       // Not exact (BF16 weights, activations and cache): the reference token's logprob stays

@@ -11,14 +11,16 @@
 namespace textgen {
 namespace model_test {
 
-// Copies stories260K.gguf with edits: `meta` may change metadata, `keep` drops tensors,
-// `reshape` may change a tensor's dims (its data is then cut or padded to fit).
+// Copies an F32 GGUF (stories260K.gguf unless `model` names another under $TEXTGEN_MODELS)
+// with edits: `meta` may change metadata, `keep` drops tensors, `reshape` may change a tensor's
+// dims (its data is then cut or padded to fit).
 std::string WriteEditedModel(
     const std::function<void(GgufWriter&)>& meta,
     const std::function<bool(const std::string&)>& keep = [](const std::string&) { return true; },
     const std::function<void(const std::string&, std::vector<int64_t>&)>& reshape =
-        [](const std::string&, std::vector<int64_t>&) {}) {
-  auto src = GgufFile::Open(testing::ModelPath("stories260K.gguf"));
+        [](const std::string&, std::vector<int64_t>&) {},
+    const std::string& model = "stories260K.gguf") {
+  auto src = GgufFile::Open(testing::ModelPath(model));
   REQUIRE(src.ok());
   GgufWriter w;
   for (const auto& [key, value] : (*src)->metadata()) w.Set(key, value);
@@ -100,6 +102,56 @@ TEST_CASE("loading names the problem with a broken model", "[model]") {
     CHECK_THAT(std::string(m.status().message()),
                Catch::Contains("shape mismatch for tensor blk.1.attn_k.weight"));
     CHECK_THAT(std::string(m.status().message()), Catch::Contains("[48, 64]"));
+  }
+  SECTION("mixture-of-experts hyperparameters out of range") {
+    auto keep_all = [](const std::string&) { return true; };
+    auto same = [](const std::string&, std::vector<int64_t>&) {};
+    const std::string moe = "moe/mixtral.gguf";
+    struct Edit {
+      const char* key;
+      uint32_t value;
+      const char* message;
+    };
+    for (const Edit& e : {Edit{"llama.expert_used_count", 5, "experts used per token"},
+                          Edit{"llama.expert_used_count", 0, "experts used per token"},
+                          Edit{"llama.expert_count", 5000, "expert count"}}) {
+      INFO(e.key << " = " << e.value);
+      const std::string path = WriteEditedModel([&](GgufWriter& w) { w.SetUint32(e.key, e.value); },
+                                                keep_all, same, moe);
+      auto m = Model::Load(path);
+      REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
+      CHECK_THAT(std::string(m.status().message()), Catch::Contains(e.message));
+    }
+    // qwen3moe without an expert count is not a model this engine can run.
+    auto src = GgufFile::Open(testing::ModelPath("moe/qwen3moe.gguf"));
+    REQUIRE(src.ok());
+    GgufWriter w;
+    for (const auto& [key, value] : (*src)->metadata()) {
+      if (key != "qwen3moe.expert_count") w.Set(key, value);
+    }
+    const std::string no_count = testing::ScratchDir() + "/nocount.gguf";
+    REQUIRE(w.Write(no_count).ok());
+    auto m = Model::Load(no_count);
+    REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(m.status().message()), Catch::Contains("needs an expert count"));
+  }
+  SECTION("a missing or misshapen expert stack") {
+    auto m = Model::Load(WriteEditedModel(
+        [](GgufWriter&) {},
+        [](const std::string& name) { return name != "blk.1.ffn_down_exps.weight"; },
+        [](const std::string&, std::vector<int64_t>&) {}, "moe/qwen3moe.gguf"));
+    REQUIRE(m.status().code() == absl::StatusCode::kNotFound);
+    CHECK_THAT(std::string(m.status().message()),
+               Catch::Contains("missing tensor blk.1.ffn_down_exps.weight"));
+    m = Model::Load(WriteEditedModel([](GgufWriter&) {}, [](const std::string&) { return true; },
+                                     [](const std::string& name, std::vector<int64_t>& dims) {
+                                       if (name == "blk.0.ffn_up_exps.weight")
+                                         dims[2] = 3;  // 3 experts of 8
+                                     },
+                                     "moe/qwen3moe.gguf"));
+    REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(m.status().message()),
+               Catch::Contains("shape mismatch for tensor blk.0.ffn_up_exps.weight"));
   }
   SECTION("inconsistent hyperparameters") {
     std::string path =
