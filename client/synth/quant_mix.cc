@@ -83,6 +83,25 @@ DType MixRule(uint32_t ftype, const QuantMixModel& m, std::string_view name, int
   }
   if (token_embd) return type;  // only the IQ1/IQ2/IQ3/TQ mixes change it
   const int layer = LayerOf(name);
+  if (m.n_expert == 8) {
+    // Mixtral: K and V at Q8_0 ("trades just ~128MB"), the output projection at Q5_K in the
+    // low-bit mixes.
+    if (Contains(name, "attn_v.weight") || Contains(name, "attn_k.weight")) return DType::kQ8_0;
+    if (Contains(name, "attn_output.weight")) {
+      switch (ftype) {
+        case kMostlyQ2_K:
+        case kMostlyQ3_K_S:
+        case kMostlyQ3_K_M:
+        case kMostlyIQ4_NL:
+        case kMostlyQ4_K_S:
+        case kMostlyQ4_K_M:
+        case kMostlyIQ4_XS:
+          return DType::kQ5_K;
+        default:
+          return type;
+      }
+    }
+  }
   if (Contains(name, "attn_qkv.weight") || Contains(name, "attn_kv_b.weight") ||
       Contains(name, "attn_v.weight")) {
     const int i = layer, n = m.n_layer;  // llama's i_attention_wv / n_attention_wv

@@ -114,6 +114,37 @@ const SynthShape kShapes[] = {
      .vocab = "ggml-vocab-gemma3.gguf",
      .sliding_window = 512,
      .rope_base_swa = 10000.0f},
+    // Mixtures of experts: `ffn` is config.json's intermediate_size (what GGUF's
+    // feed_forward_length holds), the experts' width is moe_intermediate_size.
+    {.name = "qwen3-30b-a3b",
+     .arch = "qwen3moe",
+     .dim = 2048,
+     .layers = 48,
+     .heads = 32,
+     .kv_heads = 4,
+     .ffn = 6144,
+     .ctx = 40960,
+     .head_dim = 128,
+     .rope_base = 1e6f,
+     .rms_eps = 1e-6f,
+     .tied = false,
+     .vocab = "ggml-vocab-qwen3.gguf",
+     .n_expert = 128,
+     .n_expert_used = 8,
+     .expert_ffn = 768},
+    {.name = "mixtral-8x7b",
+     .arch = "llama",
+     .dim = 4096,
+     .layers = 32,
+     .heads = 32,
+     .kv_heads = 8,
+     .ffn = 14336,
+     .ctx = 32768,
+     .rope_base = 1e6f,
+     .rms_eps = 1e-5f,
+     .tied = false,
+     .n_expert = 8,
+     .n_expert_used = 2},
 };
 
 // Counter-based generator: element i of a tensor is a pure function of (seed, name, i), so
@@ -153,8 +184,10 @@ void FillNormal(uint64_t key, uint64_t first, float* out, int64_t n) {
 // while the writer streams the file. The K-quant rounding searches cost ~100 ns a value, so
 // each chunk is split by rows over `threads` threads (rows are independent, so the bytes do
 // not depend on the split).
+// `experts` > 1: a 3-D stack of that many [rows / experts, cols] matrices (GGUF dims {cols,
+// rows / experts, experts}), laid out as the same rows.
 absl::Status AddRandomMatrix(GgufWriter& w, const std::string& name, DType type, int64_t rows,
-                             int64_t cols, uint64_t seed, int threads) {
+                             int64_t cols, uint64_t seed, int threads, int64_t experts = 1) {
   const uint64_t key = TensorKey(seed, name);
   TG_ASSIGN_OR_RETURN(const size_t row_bytes, RowBytes(type, cols));
   GgufTensorFiller fill = [=](GgufTensorSink& sink) -> absl::Status {
@@ -187,7 +220,9 @@ absl::Status AddRandomMatrix(GgufWriter& w, const std::string& name, DType type,
     }
     return absl::OkStatus();
   };
-  return w.AddTensor(name, type, {cols, rows}, std::move(fill));
+  std::vector<int64_t> dims = {cols, rows};
+  if (experts > 1) dims = {cols, rows / experts, experts};
+  return w.AddTensor(name, type, std::move(dims), std::move(fill));
 }
 
 absl::Status AddVector(GgufWriter& w, const std::string& name, const std::vector<float>& v) {
@@ -207,7 +242,26 @@ std::vector<float> LongropeFactors(int half, bool long_factors) {
   return f;
 }
 
-bool HasQkNorm(const SynthShape& s) { return s.arch == "qwen3" || s.arch == "gemma3"; }
+bool HasQkNorm(const SynthShape& s) {
+  return s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3";
+}
+
+// A layer's experts as llama.cpp lays them out: the router (F32: llama-quantize never
+// quantizes ffn_gate_inp) and the 3-D gate/up/down stacks.
+absl::Status AddExperts(GgufWriter& w, const SynthShape& s, const std::string& p,
+                        const SynthTypeFn& type_of, uint64_t seed, int threads,
+                        SynthTotals* totals) {
+  const int64_t d = s.dim, ff = s.ExpertFfn(), e = s.n_expert;
+  totals->params += e * d + 3 * e * ff * d;
+  TG_RETURN_IF_ERROR(
+      AddRandomMatrix(w, p + "ffn_gate_inp.weight", DType::kF32, e, d, seed, threads));
+  for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight"}) {
+    TG_RETURN_IF_ERROR(
+        AddRandomMatrix(w, p + name, type_of(p + name, d), e * ff, d, seed, threads, e));
+  }
+  const std::string down = p + "ffn_down_exps.weight";
+  return AddRandomMatrix(w, down, type_of(down, ff), e * d, ff, seed, threads, e);
+}
 
 }  // namespace
 
@@ -217,7 +271,19 @@ absl::Status ValidateSynthShape(const SynthShape& s, DType type) {
   if (std::find(std::begin(kSynthArchs), std::end(kSynthArchs), s.arch) == std::end(kSynthArchs)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--arch: unknown architecture '", s.arch,
-                     "' (expected llama, qwen2, qwen3, phi3 or gemma3)"));
+                     "' (expected llama, qwen2, qwen3, phi3, gemma3 or qwen3moe)"));
+  }
+  if (s.n_expert < 0 || s.n_expert_used < 0 || s.n_expert_used > s.n_expert ||
+      (s.n_expert > 0) != (s.n_expert_used > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--experts-used: ", s.n_expert_used,
+                                                   " must be in [1, --experts ", s.n_expert, "]"));
+  }
+  if (s.arch == "qwen3moe" && s.n_expert == 0) {
+    return absl::InvalidArgumentError("--experts: qwen3moe needs experts");
+  }
+  if (s.n_expert > 0 && s.arch != "qwen3moe" && s.arch != "llama") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--experts: the ", s.arch, " layout has no experts (llama and qwen3moe do)"));
   }
   if (s.head_dim == 0 && s.dim % s.heads != 0) {
     return absl::InvalidArgumentError(
@@ -238,7 +304,10 @@ absl::Status ValidateSynthShape(const SynthShape& s, DType type) {
     const struct {
       const char* flag;
       int64_t n;
-    } rows[] = {{"--dim", s.dim}, {"--heads", int64_t{s.heads} * s.HeadDim()}, {"--ffn", s.ffn}};
+    } rows[] = {{"--dim", s.dim},
+                {"--heads", int64_t{s.heads} * s.HeadDim()},
+                {"--ffn", s.ffn},
+                {"--expert-ffn", s.ExpertFfn()}};
     for (const auto& r : rows) {
       if (r.n % kQ8_0BlockSize != 0) {
         return absl::InvalidArgumentError(
@@ -275,6 +344,11 @@ void SetSynthHyperparameters(GgufWriter& w, const SynthShape& s, int64_t n_vocab
     w.SetFloat32(
         a + "rope.scaling.attn_factor",
         static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(s.longrope_orig_ctx))));
+  }
+  if (s.n_expert > 0) {
+    w.SetUint32(a + "expert_count", s.n_expert);
+    w.SetUint32(a + "expert_used_count", s.n_expert_used);
+    if (s.expert_ffn > 0) w.SetUint32(a + "expert_feed_forward_length", s.expert_ffn);
   }
   if (s.sliding_window > 0) {
     w.SetUint32(a + "attention.sliding_window", s.sliding_window);
@@ -362,13 +436,15 @@ absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, const SynthType
     TG_RETURN_IF_ERROR(matrix(p + "attn_output.weight", d, q_dim));
     if (s.arch == "gemma3") TG_RETURN_IF_ERROR(ones(p + "post_attention_norm.weight", d));
     TG_RETURN_IF_ERROR(ones(p + "ffn_norm.weight", d));
-    if (s.arch == "phi3") {
+    if (s.n_expert > 0) {
+      TG_RETURN_IF_ERROR(AddExperts(w, s, p, type_of, seed, threads, totals));
+    } else if (s.arch == "phi3") {
       TG_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", 2 * ff, d));  // gate rows, then up rows
     } else {
       TG_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", ff, d));
       TG_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", ff, d));
     }
-    TG_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", d, ff));
+    if (s.n_expert == 0) TG_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", d, ff));
     if (s.arch == "gemma3") TG_RETURN_IF_ERROR(ones(p + "post_ffw_norm.weight", d));
   }
   TG_RETURN_IF_ERROR(ones("output_norm.weight", d));

@@ -18,7 +18,8 @@
 namespace textgen {
 
 // Architectures the writer lays out (GGUF `general.architecture`).
-inline constexpr const char* kSynthArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma3"};
+inline constexpr const char* kSynthArchs[] = {"llama", "qwen2",  "qwen3",
+                                              "phi3",  "gemma3", "qwen3moe"};
 
 struct SynthShape {
   std::string name;
@@ -44,11 +45,19 @@ struct SynthShape {
   int sliding_window = 0;
   float rope_base_swa = 10000.0f;
 
+  // Mixture of experts (qwen3moe; llama with experts is Mixtral): experts per layer, experts
+  // per token, and each expert's FFN width (0: `ffn`). 0 experts: a dense FFN.
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int expert_ffn = 0;
+
+  int ExpertFfn() const { return expert_ffn > 0 ? expert_ffn : ffn; }
   int HeadDim() const { return head_dim > 0 ? head_dim : dim / heads; }
 };
 
 // The named shapes: llama2.c's TinyStories models, TinyLlama, and the small models of the
-// families users run (Llama 3.2, Qwen2.5, Qwen3, Phi-3.5, Gemma 3), with their real vocabularies.
+// families users run (Llama 3.2, Qwen2.5, Qwen3, Phi-3.5, Gemma 3) and mixtures of experts
+// (Qwen3-30B-A3B, Mixtral 8x7B), with their real vocabularies.
 absl::Span<const SynthShape> SynthShapes();
 
 // InvalidArgument naming the flag at fault (--dim, --heads, ...) when `s` cannot be written as

@@ -45,8 +45,10 @@ four uniforms, so bounded by +-0.07); norm weights are 1.)";
 constexpr char kShapeHelp[] =
     R"(stories15M, stories42M, stories110M, tinyllama-1.1b (llama, Llama 2
 vocab); llama-3.2-1b (Llama 3 rope scaling), qwen2.5-0.5b, qwen3-0.6b,
-phi-3.5-mini (longrope), gemma-3-1b (sliding window), each with its
-family's vocab; or custom)";
+phi-3.5-mini (longrope), gemma-3-1b (sliding window), qwen3-30b-a3b
+(128 experts, 8 per token), mixtral-8x7b (8 experts, 2 per token), each
+with its family's vocab; or custom. --layers N writes a named shape at
+reduced depth)";
 
 constexpr char kTypeHelp[] =
     R"(f32, f16, bf16: every matrix of that type; q8_0, q4_0, q4_1, q5_0,
@@ -94,7 +96,8 @@ std::string DefaultVocab(const std::string& file) {
 
 // --shape custom's dimensions; each an error with a fixed shape.
 struct CustomShapeFlags {
-  std::optional<int> dim, layers, heads, kv_heads, head_dim, ffn, ctx;
+  std::optional<int> dim, layers, heads, kv_heads, head_dim, ffn, ctx, experts, experts_used,
+      expert_ffn;
   std::optional<std::string> arch;
 };
 
@@ -107,12 +110,16 @@ void AddShapeFlags(cli::FlagSet& f, CustomShapeFlags& c) {
     f.AddWith<int>(name, cli::Int<int>(1, 1 << 20), "N", help, [field](int v) { *field = v; });
   };
   dim("--dim", &c.dim, "model width");
-  dim("--layers", &c.layers, "transformer blocks");
+  dim("--layers", &c.layers,
+      "transformer blocks (with a named shape: a reduced-depth model of its per-layer shape)");
   dim("--heads", &c.heads, "attention heads");
   dim("--kv-heads", &c.kv_heads, "key/value heads (default: --heads)");
   dim("--head-dim", &c.head_dim, "head size (default: dim / heads)");
   dim("--ffn", &c.ffn, "feed-forward width");
   dim("--ctx", &c.ctx, "trained context length (default 2048)");
+  dim("--experts", &c.experts, "experts per layer (llama or qwen3moe; default: a dense FFN)");
+  dim("--experts-used", &c.experts_used, "experts per token (with --experts)");
+  dim("--expert-ffn", &c.expert_ffn, "each expert's FFN width (default: --ffn)");
 }
 
 Args ParseArgs(int argc, char** argv) {
@@ -141,8 +148,8 @@ Args ParseArgs(int argc, char** argv) {
                      head_dim = c.head_dim, ffn = c.ffn, ctx = c.ctx;
   std::optional<std::string> arch = c.arch;
   std::string first_shape_flag;
-  for (const char* flag :
-       {"--arch", "--dim", "--layers", "--heads", "--kv-heads", "--head-dim", "--ffn", "--ctx"}) {
+  for (const char* flag : {"--arch", "--dim", "--heads", "--kv-heads", "--head-dim", "--ffn",
+                           "--ctx", "--experts", "--experts-used", "--expert-ffn"}) {
     if (first_shape_flag.empty() && f.Given(flag)) first_shape_flag = flag;
   }
 
@@ -160,6 +167,9 @@ Args ParseArgs(int argc, char** argv) {
     a.shape.head_dim = head_dim.value_or(0);
     a.shape.ffn = required(ffn, "--ffn");
     a.shape.ctx = ctx.value_or(2048);
+    a.shape.n_expert = c.experts.value_or(0);
+    a.shape.n_expert_used = c.experts_used.value_or(0);
+    a.shape.expert_ffn = c.expert_ffn.value_or(0);
   } else {
     const SynthShape* found = nullptr;
     std::string names;
@@ -175,6 +185,10 @@ Args ParseArgs(int argc, char** argv) {
               " has a fixed shape)");
     }
     a.shape = *found;
+    if (layers) {
+      a.shape.layers = *layers;
+      a.shape.name = absl::StrCat(found->name, "-", *layers, "l");
+    }
   }
   if (absl::Status st = ValidateSynthShape(a.shape, a.mix.base); !st.ok()) {
     BadFlag(std::string(st.message()));
@@ -223,8 +237,11 @@ absl::StatusOr<Written> WriteModel(const Args& a, const GgufFile& vocab) {
 
   Written out;
   SynthTotals totals;
-  const QuantMixModel mix_model{
-      .n_layer = s.layers, .n_head = s.heads, .n_head_kv = s.kv_heads, .tied = s.tied};
+  const QuantMixModel mix_model{.n_layer = s.layers,
+                                .n_head = s.heads,
+                                .n_head_kv = s.kv_heads,
+                                .tied = s.tied,
+                                .n_expert = s.n_expert};
   const SynthTypeFn type_of = [&](std::string_view name, int64_t ncols) {
     return ChooseTensorType(a.mix, mix_model, name, ncols);
   };

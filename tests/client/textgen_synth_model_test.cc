@@ -199,10 +199,25 @@ TEST_CASE("textgen-synth-model writes stories15M that loads", "[cli]") {
   }
 }
 
+TEST_CASE("textgen-synth-model --layers writes a named shape at reduced depth", "[cli]") {
+  const std::string path = testing::ScratchDir() + "/stories15M-2l.gguf";
+  testing::CommandResult r = Synth("--shape stories15M --layers 2 --type f32 --vocab " +
+                                   ShellQuote(VocabPath()) + " --out " + ShellQuote(path));
+  REQUIRE(r.exit_code == 0);
+  auto model = Model::Load(path);
+  REQUIRE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  CHECK(c.n_layers == 2);
+  CHECK(c.n_embd == 288);  // the per-layer shape of stories15M
+  CHECK(c.n_ff == 768);
+  CHECK(c.name == "synthetic stories15M-2l f32");
+}
+
 // Tensor names each architecture's GGUF must hold (llama.cpp's names), beside the llama ones.
 struct ArchLayout {
   std::string arch;
   std::vector<std::string> present, absent;
+  std::string flags;  // beside the shape's
 };
 
 TEST_CASE("textgen-synth-model writes each architecture's layout, which loads and generates",
@@ -215,6 +230,14 @@ TEST_CASE("textgen-synth-model writes each architecture's layout, which loads an
        {"blk.0.post_attention_norm.weight", "blk.5.post_ffw_norm.weight",
         "blk.0.attn_q_norm.weight"},
        {"blk.0.attn_q.bias"}},
+      {"qwen3moe",
+       {"blk.0.attn_q_norm.weight", "blk.0.ffn_gate_inp.weight", "blk.5.ffn_down_exps.weight"},
+       {"blk.0.ffn_gate.weight", "blk.0.ffn_down.weight"},
+       " --experts 4 --experts-used 2 --expert-ffn 64"},
+      {"llama",
+       {"blk.0.ffn_gate_inp.weight", "blk.0.ffn_up_exps.weight"},
+       {"blk.0.ffn_up.weight", "attn_q_norm"},
+       " --experts 4 --experts-used 2"},
   };
   for (const ArchLayout& layout : layouts) {
     INFO("arch " << layout.arch);
@@ -223,7 +246,7 @@ TEST_CASE("textgen-synth-model writes each architecture's layout, which loads an
         Synth(absl::StrCat("--shape custom --arch ", layout.arch,
                            " --dim 64 --layers 6 --heads 4 --kv-heads 2 --head-dim 32 --ffn 128",
                            " --ctx 256 --type q8_0 --vocab ", ShellQuote(VocabPath()), " --out ",
-                           ShellQuote(path)),
+                           ShellQuote(path), layout.flags),
               /*with_stderr=*/true);
     INFO(r.out);
     REQUIRE(r.exit_code == 0);
@@ -237,6 +260,18 @@ TEST_CASE("textgen-synth-model writes each architecture's layout, which loads an
       for (const std::string& name : layout.absent) {
         CHECK_THAT(t.name, !Catch::Contains(name));
       }
+    }
+    if (layout.arch == "qwen3moe") {
+      // llama.cpp's expert stacks: ne = {n_embd, width, n_expert}, the router F32.
+      const GgufTensorInfo* gate = (*gguf)->FindTensor("blk.0.ffn_gate_exps.weight");
+      REQUIRE(gate != nullptr);
+      CHECK(gate->dims == std::vector<int64_t>{64, 64, 4});
+      const GgufTensorInfo* down = (*gguf)->FindTensor("blk.0.ffn_down_exps.weight");
+      REQUIRE(down != nullptr);
+      CHECK(down->dims == std::vector<int64_t>{64, 64, 4});
+      const GgufTensorInfo* router = (*gguf)->FindTensor("blk.0.ffn_gate_inp.weight");
+      REQUIRE(router != nullptr);
+      CHECK(router->type == DType::kF32);
     }
     if (layout.arch == "phi3") {
       const GgufTensorInfo* qkv = (*gguf)->FindTensor("blk.0.attn_qkv.weight");
@@ -255,6 +290,7 @@ TEST_CASE("textgen-synth-model writes each architecture's layout, which loads an
     CHECK(c.architecture == layout.arch);
     CHECK(c.head_dim == 32);
     CHECK(c.n_layers == 6);
+    CHECK(c.moe.n_expert == (layout.flags.empty() ? 0 : 4));
     testing::CommandResult run =
         RunCommand(BinDir() + "/textgen-run --model " + ShellQuote(path) +
                    " --prompt Hello --max-new-tokens 4 --json 2>/dev/null");
@@ -293,6 +329,17 @@ TEST_CASE("textgen-synth-model names the bad flag and exits 2", "[cli]") {
        "--dim"},
       {custom + " --arch mamba --dim 64 --layers 2 --heads 4 --ffn 128", "--arch"},
       {"--shape qwen3-0.6b --arch qwen3 --type f32" + vocab + out, "--arch"},
+      {"--shape qwen3-0.6b --experts 8 --type f32" + vocab + out, "--experts"},
+      {custom + " --dim 64 --layers 2 --heads 4 --ffn 128 --experts 4", "--experts-used"},
+      {custom + " --dim 64 --layers 2 --heads 4 --ffn 128 --experts 4 --experts-used 5",
+       "--experts-used"},
+      {custom + " --arch qwen3moe --dim 64 --layers 2 --heads 4 --ffn 128", "--experts"},
+      {custom + " --arch phi3 --dim 64 --layers 2 --heads 4 --ffn 128 --experts 4 --experts-used 2",
+       "--experts"},
+      {" --shape custom --type q8_0 --dim 64 --layers 2 --heads 4 --ffn 128 --experts 4"
+       " --experts-used 2 --expert-ffn 48" +
+           vocab + out,
+       "--expert-ffn"},
       {custom + " --dim 64 --layers 2 --heads 4 --head-dim 15 --ffn 128", "--heads"},
       {" --shape custom --type q8_0 --dim 64 --layers 2 --heads 4 --head-dim 20 --ffn 128" + vocab +
            out,

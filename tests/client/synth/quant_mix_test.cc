@@ -66,6 +66,24 @@ TEST_CASE("Q4_K_M on stories110M: Q6_K attn_v/ffn_down by use_more_bits, Q6_K ou
   CHECK(LayersOf(mix, m, "attn_v.weight", 768, DType::kQ4_K).size() == 6);
 }
 
+TEST_CASE("experts: Mixtral's 8-expert rules, and expert stacks follow the dense names",
+          "[synth]") {
+  const QuantMix mix = Mix("q4_k_m");
+  const QuantMixModel mixtral{.n_layer = 32, .n_head = 32, .n_head_kv = 8, .n_expert = 8};
+  CHECK(LayersOf(mix, mixtral, "attn_v.weight", 4096, DType::kQ8_0).size() == 32);
+  CHECK(LayersOf(mix, mixtral, "attn_k.weight", 4096, DType::kQ8_0).size() == 32);
+  CHECK(LayersOf(mix, mixtral, "attn_output.weight", 4096, DType::kQ5_K).size() == 32);
+  CHECK(LayersOf(mix, mixtral, "attn_q.weight", 4096, DType::kQ4_K).size() == 32);
+  // ffn_down_exps takes ffn_down's use_more_bits rule by layer; gate/up stay Q4_K.
+  const QuantMixModel qwen3moe{.n_layer = 48, .n_head = 32, .n_head_kv = 4, .n_expert = 128};
+  const std::vector<int> down = LayersOf(mix, qwen3moe, "ffn_down_exps.weight", 768, DType::kQ6_K);
+  CHECK(down == LayersOf(mix, qwen3moe, "ffn_down.weight", 768, DType::kQ6_K));
+  CHECK(down.size() == 24);  // use_more_bits(i, 48): 6 + 6 + every third of the 36 between
+  CHECK(LayersOf(mix, qwen3moe, "ffn_up_exps.weight", 2048, DType::kQ4_K).size() == 48);
+  // 128 experts: no Mixtral rule (attn_k stays Q4_K).
+  CHECK(LayersOf(mix, qwen3moe, "attn_k.weight", 2048, DType::kQ4_K).size() == 48);
+}
+
 TEST_CASE("Llama-3.2-1B: tied token_embd is the output, and the GQA-4 rules apply", "[synth]") {
   const auto& m = kLlama32_1B;
   // use_more_bits(i, 16): i < 2, i >= 14, or (i - 2) % 3 == 2.
