@@ -298,7 +298,7 @@ int RunGenerate(const Args& a) {
       std::fflush(stdout);
     };
   }
-  auto result = Generate(m.llama(), tok, **cache, prompt, a.decoding, sink);
+  auto result = Generate(m.lm(), tok, **cache, prompt, a.decoding, sink);
   if (!result.ok()) Die(std::string(result.status().message()));
   const GenerationStats& st = result->stats;
   const Hypothesis& best = result->hypotheses.at(0);

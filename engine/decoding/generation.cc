@@ -36,7 +36,7 @@ int PrefixShareableBlocks(const DecodingOptions& options, int block_size) {
   return std::numeric_limits<int>::max();
 }
 
-Generation::Generation(LlamaModel& model, const Tokenizer& tokenizer, KvCache& cache,
+Generation::Generation(CausalLm& model, const Tokenizer& tokenizer, KvCache& cache,
                        std::vector<int32_t> prompt, const DecodingOptions& options, StreamSink sink)
     : model_(model),
       tok_(tokenizer),
@@ -58,7 +58,7 @@ Generation::~Generation() {
 }
 
 absl::StatusOr<std::unique_ptr<Generation>> Generation::Create(
-    LlamaModel& model, const Tokenizer& tokenizer, KvCache& cache, std::vector<int32_t> prompt,
+    CausalLm& model, const Tokenizer& tokenizer, KvCache& cache, std::vector<int32_t> prompt,
     const DecodingOptions& options, StreamSink sink, BlockTable* cached) {
   const ModelConfig& c = model.config();
   TG_RETURN_IF_ERROR(ValidateDecodingOptions(options, c.n_ctx, static_cast<int>(prompt.size())));
@@ -666,7 +666,7 @@ GenerationResult Generation::TakeResult() {
   return r;
 }
 
-absl::StatusOr<GenerationResult> Generate(LlamaModel& model, const Tokenizer& tokenizer,
+absl::StatusOr<GenerationResult> Generate(CausalLm& model, const Tokenizer& tokenizer,
                                           KvCache& cache, std::vector<int32_t> prompt,
                                           const DecodingOptions& options, StreamSink sink,
                                           int max_step_tokens) {

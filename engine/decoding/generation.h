@@ -3,7 +3,7 @@
 //
 // A driver (Generate() below, or a scheduler batching many requests) repeats:
 //   PrepareStep(&seqs, budget) -> this request's sequences for the next forward pass
-//   LlamaModel::Forward        -> logits rows for the sequences that want them
+//   CausalLm::Forward        -> logits rows for the sequences that want them
 //   ConsumeStep(rows)          -> choose tokens, fork/free beams, stream, maybe finish
 // until done(). Beams of one request advance together in one pass and share KV blocks
 // (forks of block tables, copy-on-write of a shared partial last block).
@@ -46,7 +46,7 @@
 #include "engine/decoding/stop_matcher.h"
 #include "engine/decoding/top_logprobs.h"
 #include "engine/kv_cache/kv_cache.h"
-#include "engine/model/llama_model.h"
+#include "engine/model/causal_lm.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -118,7 +118,7 @@ class Generation {
   // With the cache's prefix cache enabled, every full block this request computes is
   // published as soon as the pass that fills it has run (see PrefixShareableBlocks).
   static absl::StatusOr<std::unique_ptr<Generation>> Create(
-      LlamaModel& model, const Tokenizer& tokenizer, KvCache& cache, std::vector<int32_t> prompt,
+      CausalLm& model, const Tokenizer& tokenizer, KvCache& cache, std::vector<int32_t> prompt,
       const DecodingOptions& options, StreamSink sink = nullptr, BlockTable* cached = nullptr);
   ~Generation();  // frees every block the request holds
 
@@ -170,7 +170,7 @@ class Generation {
     // The output constraint's state for this sequence (DecodingOptions::constraint), or null.
     std::unique_ptr<TokenConstraint> constraint;
   };
-  Generation(LlamaModel& model, const Tokenizer& tokenizer, KvCache& cache,
+  Generation(CausalLm& model, const Tokenizer& tokenizer, KvCache& cache,
              std::vector<int32_t> prompt, const DecodingOptions& options, StreamSink sink);
 
   // Tokens in context for a sequence whose generated ids are `gen` (prompt + gen minus what
@@ -207,7 +207,7 @@ class Generation {
   std::string CutAtStop(const std::string& text) const;
   void StreamCertainPrefix();
 
-  LlamaModel& model_;
+  CausalLm& model_;
   const Tokenizer& tok_;
   KvCache& cache_;
   const std::vector<int32_t> prompt_;
@@ -273,7 +273,7 @@ class Generation {
 
 // Runs one request alone to completion (the single-request driver), at most `max_step_tokens`
 // prompt tokens per pass (>= 1, else InvalidArgument).
-absl::StatusOr<GenerationResult> Generate(LlamaModel& model, const Tokenizer& tokenizer,
+absl::StatusOr<GenerationResult> Generate(CausalLm& model, const Tokenizer& tokenizer,
                                           KvCache& cache, std::vector<int32_t> prompt,
                                           const DecodingOptions& options, StreamSink sink = nullptr,
                                           int max_step_tokens = kUnlimitedTokens);

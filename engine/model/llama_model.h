@@ -14,6 +14,7 @@
 #include "absl/types/span.h"
 #include "engine/kv_cache/block_table.h"
 #include "engine/kv_cache/kv_cache.h"
+#include "engine/model/causal_lm.h"
 #include "engine/model/model_config.h"
 #include "engine/model/moe_ffn.h"
 #include "engine/model/weight_source.h"
@@ -22,18 +23,6 @@
 #include "engine/ops/rope.h"
 
 namespace textgen {
-
-// One sequence's share of a batched forward pass: `tokens` are appended to `table` (their K/V
-// land in the cache) and attend to everything the table already holds.
-struct ForwardSeq {
-  absl::Span<const int32_t> tokens;  // [n] new tokens, n >= 1
-  BlockTable* table = nullptr;       // the sequence's cache; grows by n
-  int32_t pos0 = 0;                  // RoPE position of tokens[0]
-  bool all_logits = false;           // logits for every token, else only the last
-  // false: no logits row at all (a prompt chunk that is not the prompt's last), which skips
-  // its share of the final norm and of the output matmul, the costliest op of small models.
-  bool logits = true;
-};
 
 struct LlamaModelOptions {
   ops::LinearOptions linear;
@@ -48,7 +37,7 @@ struct LlamaModelOptions {
 
 // Owns the prepared weights (norm vectors, Linear operators). Forward is not reentrant (it
 // reuses scratch buffers): one caller at a time, e.g. the scheduler thread.
-class LlamaModel {
+class LlamaModel : public CausalLm {
  public:
   // Reads every tensor from `source`, checks shapes against `config`, and prepares the matmuls
   // on the weights at their stored type (borrowed from the source's mapping, which must outlive
@@ -65,7 +54,8 @@ class LlamaModel {
   // (its last token), n rows (all_logits) or none (!logits); empty when no sequence wants logits.
   // InvalidArgument for token ids outside the vocabulary or
   // positions beyond what RoPE can represent.
-  absl::Status Forward(KvCache& cache, absl::Span<ForwardSeq> seqs, std::vector<float>* logits);
+  absl::Status Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
+                       std::vector<float>* logits) override;
 
   // Sliding window over the cache: in every table, drops `drop_blocks` whole blocks after the
   // first `keep_blocks`, then re-rotates the keys that moved down by drop_blocks * block_size
@@ -75,12 +65,12 @@ class LlamaModel {
   // length); a block they share is rotated once. FailedPrecondition if a moved block is also
   // referenced from outside `tables` (rotating it would corrupt that reader) or too few blocks.
   absl::Status ShiftContext(KvCache& cache, absl::Span<BlockTable* const> tables, int keep_blocks,
-                            int drop_blocks) const;
+                            int drop_blocks) const override;
 
-  const ModelConfig& config() const { return config_; }
+  const ModelConfig& config() const override { return config_; }
   // Bytes of the matmul weights as prepared: what a decode step streams (the embedding table is
   // not streamed, one row per token is read).
-  size_t weight_bytes() const { return weight_bytes_; }
+  size_t weight_bytes() const override { return weight_bytes_; }
 
  private:
   struct Layer {

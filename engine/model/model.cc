@@ -85,7 +85,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
     }
     config.name = fs::path(path).filename().string();
     auto source = MakeHfWeightSource(std::move(files), config);
-    TG_ASSIGN_OR_RETURN(m->llama_, LlamaModel::Create(config, *source, options.llama));
+    TG_ASSIGN_OR_RETURN(m->lm_, LlamaModel::Create(config, *source, options.llama));
   } else {
     m->format_ = "gguf";
     TG_ASSIGN_OR_RETURN(m->gguf_, GgufFile::Open(path));
@@ -94,7 +94,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
     TG_ASSIGN_OR_RETURN(VocabData vocab, VocabFromGguf(*m->gguf_));
     TG_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::Create(std::move(vocab)));
     auto source = MakeGgufWeightSource(m->gguf_.get());
-    TG_ASSIGN_OR_RETURN(m->llama_, LlamaModel::Create(config, *source, options.llama));
+    TG_ASSIGN_OR_RETURN(m->lm_, LlamaModel::Create(config, *source, options.llama));
   }
   if (m->tokenizer_->vocab_size() != m->config().n_vocab) {
     return absl::InvalidArgumentError(

@@ -1,4 +1,4 @@
-// A loaded model: its files, configuration, tokenizer and prepared Llama weights.
+// A loaded model: its files, configuration, tokenizer and its causal LM (prepared weights).
 #ifndef TEXTGEN_ENGINE_MODEL_MODEL_H_
 #define TEXTGEN_ENGINE_MODEL_MODEL_H_
 
@@ -22,7 +22,7 @@ struct ModelOptions {
   int threads = 0;
 };
 
-// Immutable after Load except for the forward pass (see LlamaModel for its threading rule).
+// Immutable after Load except for the forward pass (see CausalLm for its threading rule).
 class Model {
  public:
   // `path` is a GGUF file or a Hugging Face directory (config.json, model.safetensors or the
@@ -32,9 +32,9 @@ class Model {
                                                      const ModelOptions& options = {});
 
   const std::string& path() const { return path_; }
-  const ModelConfig& config() const { return llama_->config(); }
+  const ModelConfig& config() const { return lm_->config(); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
-  LlamaModel& llama() { return *llama_; }
+  CausalLm& lm() { return *lm_; }
   // "gguf" or "safetensors".
   const std::string& format() const { return format_; }
 
@@ -45,7 +45,7 @@ class Model {
   std::unique_ptr<GgufFile> gguf_;
   std::vector<std::unique_ptr<SafetensorsFile>> safetensors_;  // one file or the shards
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<LlamaModel> llama_;
+  std::unique_ptr<CausalLm> lm_;
 };
 
 // Only the tokenizer: works on vocab-only GGUF files and HF directories.

@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
     const int32_t token = std::max<int32_t>(0, e->model_->tokenizer().bos_id());
     ForwardSeq fs{absl::MakeConstSpan(&token, 1), &warm, 0, false};
     std::vector<float> logits;
-    absl::Status st = e->model_->llama().Forward(*e->cache_, absl::MakeSpan(&fs, 1), &logits);
+    absl::Status st = e->model_->lm().Forward(*e->cache_, absl::MakeSpan(&fs, 1), &logits);
     e->cache_->Free(warm);
     TG_RETURN_IF_ERROR(st);
   }
@@ -497,7 +497,7 @@ void Engine::Start(Request r) {
     cached = &own;
   }
   auto g = Generation::Create(
-      model_->llama(), model_->tokenizer(), *cache_, r.prompt, r.decoding,
+      model_->lm(), model_->tokenizer(), *cache_, r.prompt, r.decoding,
       [sink](const StreamDelta& d) { sink->OnDelta(d); }, cached);
   if (limit > 0) {
     absl::MutexLock lock(&mu_);
@@ -573,7 +573,7 @@ void Engine::Step() {
   }
   StepReport report;
   if (!seqs_.empty()) {
-    absl::Status st = model_->llama().Forward(*cache_, absl::MakeSpan(seqs_), &logits_);
+    absl::Status st = model_->lm().Forward(*cache_, absl::MakeSpan(seqs_), &logits_);
     if (!st.ok()) {
       // Forward changed nothing. Make room: first idle sessions' blocks, else the newest
       // request gives way (it ends with the error) so that the older ones can go on.

@@ -43,7 +43,7 @@ std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int sequences, const Be
 
 GenerationResult RunGeneration(Model& m, KvCache& cache, const std::vector<int32_t>& prompt,
                                const DecodingOptions& o, StreamSink sink) {
-  auto r = Generate(m.llama(), m.tokenizer(), cache, prompt, o, std::move(sink));
+  auto r = Generate(m.lm(), m.tokenizer(), cache, prompt, o, std::move(sink));
   if (!r.ok()) Die(m.path() + ": " + std::string(r.status().message()));
   return std::move(r).value();
 }

@@ -23,7 +23,7 @@ double PrefillSeconds(Model& m, KvCache& cache, const std::vector<int32_t>& prom
   ForwardSeq seq{prompt, &table, 0, false};
   std::vector<float> logits;
   const Clock::time_point start = Clock::now();
-  absl::Status s = m.llama().Forward(cache, absl::MakeSpan(&seq, 1), &logits);
+  absl::Status s = m.lm().Forward(cache, absl::MakeSpan(&seq, 1), &logits);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   cache.Free(table);
   if (!s.ok()) Die(m.path() + ": prefill: " + std::string(s.message()));
@@ -73,7 +73,7 @@ void PrintSpeedTable(const BenchOptions& o, double bandwidth_gbs) {
       decode = std::max(decode, (s.generated_tokens - 1) / (s.total_s - s.time_to_first_token_s));
     }
 
-    const double bytes = static_cast<double>(m.llama().weight_bytes());
+    const double bytes = static_cast<double>(m.lm().weight_bytes());
     const double effective_gbs = bytes * decode / 1e9;
     const std::string share =
         bandwidth_gbs > 0 ? absl::StrFormat("%.0f%%", 100 * effective_gbs / bandwidth_gbs) : "–";

@@ -29,7 +29,7 @@ struct Fixture : testing::ModelWithCache {
   }
   absl::StatusOr<GenerationResult> Run(const DecodingOptions& o,
                                        const std::string& prompt = "Once upon a time") {
-    return Generate(model->llama(), model->tokenizer(), *cache,
+    return Generate(model->lm(), model->tokenizer(), *cache,
                     model->tokenizer().Encode(prompt, true), o);
   }
   std::shared_ptr<const GrammarVocab> vocab;

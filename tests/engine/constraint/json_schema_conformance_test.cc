@@ -261,7 +261,7 @@ Output Run(TinyQwen& t, const std::shared_ptr<const CompiledGrammar>& grammar,
     };
   }
   absl::StatusOr<GenerationResult> r =
-      Generate(t.model->llama(), t.model->tokenizer(), *t.cache, t.prompt, o);
+      Generate(t.model->lm(), t.model->tokenizer(), *t.cache, t.prompt, o);
   if (!r.ok()) FAIL(r.status().ToString());
   if (std::getenv("TEXTGEN_CONFORMANCE_IDS") != nullptr) {
     for (int32_t id : r->hypotheses[0].ids) {

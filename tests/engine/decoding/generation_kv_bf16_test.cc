@@ -66,8 +66,8 @@ TEST_CASE("greedy decoding with a BF16 KV cache follows the F32 cache on the ref
       DecodingOptions o;
       o.max_new_tokens = ref["n_predict"].get<int>();
       o.top_logprobs = 2;
-      auto a = Generate(model->llama(), model->tokenizer(), *f32, prompt, o);
-      auto b = Generate(model->llama(), model->tokenizer(), *bf16, prompt, o);
+      auto a = Generate(model->lm(), model->tokenizer(), *f32, prompt, o);
+      auto b = Generate(model->lm(), model->tokenizer(), *bf16, prompt, o);
       REQUIRE(a.ok());
       REQUIRE(b.ok());
       const Hypothesis& ha = a->hypotheses.at(0);
@@ -118,7 +118,7 @@ TEST_CASE("the sliding window runs past the context on a BF16 KV cache",
   o.ignore_eos = true;
   o.context_overflow = ContextOverflow::kSlide;
   o.n_keep = 1;
-  auto r = Generate(model->llama(), model->tokenizer(), *cache,
+  auto r = Generate(model->lm(), model->tokenizer(), *cache,
                     model->tokenizer().Encode("Once upon a time", true), o);
   REQUIRE(r.ok());
   CHECK(r->stats.generated_tokens == 1200);
@@ -137,7 +137,7 @@ TEST_CASE("a context shift re-rotates BF16 cached keys to their new positions",
   // position, so the re-rotated keys must equal a fresh pass's, here up to BF16 rounding:
   // the fresh keys are rounded once, the shifted ones when stored and again after rotating.
   auto model = LoadModel("TinyStories-656K-F32.gguf");
-  LlamaModel& m = model->llama();
+  CausalLm& m = model->lm();
   const ModelConfig& c = m.config();
   auto cache = MakeCache(c, KvType::kBf16, 80);
   const int n = c.n_ctx;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/decoding/generation.h"
-#include "engine/model/llama_model.h"
+#include "engine/model/causal_lm.h"
 #include "engine/model/model.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/model/teacher_forced.h"
@@ -67,7 +67,7 @@ void CheckParity(const ParityCase& pc, bool use_cache, int threads = 0, int max_
     DecodingOptions options;
     options.max_new_tokens = truncated ? max_tokens : n_predict;
     options.use_cache = use_cache;
-    auto result = Generate(m.llama(), m.tokenizer(), *cache, prompt_ids, options);
+    auto result = Generate(m.lm(), m.tokenizer(), *cache, prompt_ids, options);
     REQUIRE(result.ok());
     REQUIRE(result->hypotheses.size() == 1);
     const Hypothesis& h = result->hypotheses[0];
@@ -138,11 +138,11 @@ TEST_CASE("generation rejects a prompt that does not fit the context", "[generat
   DecodingOptions options;
   options.max_new_tokens = 20;
   Model& m = **model;
-  auto result = Generate(m.llama(), m.tokenizer(), *cache, prompt, options);
+  auto result = Generate(m.lm(), m.tokenizer(), *cache, prompt, options);
   REQUIRE(result.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(result.status().message()), Catch::Contains("512"));
   std::vector<int32_t> bad = {1, 99999};
-  auto bad_result = Generate(m.llama(), m.tokenizer(), *cache, bad, options);
+  auto bad_result = Generate(m.lm(), m.tokenizer(), *cache, bad, options);
   REQUIRE(bad_result.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(bad_result.status().message()), Catch::Contains("99999"));
   CHECK(cache->num_free_blocks() == cache->num_total_blocks());
@@ -166,7 +166,7 @@ TEST_CASE("quant zoo with BF16 compute follows llama.cpp's quantized run", "[par
   mo.llama.linear.kernel = ops::LinearKernel::kGemv;
   auto model = Model::Load(testing::ModelPath("quant/quant-zoo.gguf"), mo);
   REQUIRE(model.ok());
-  LlamaModel& m = (*model)->llama();
+  CausalLm& m = (*model)->lm();
   auto cache = MakeCache(m.config());
   const nlohmann::json ref = nlohmann::json::parse(
       testing::ReadFile(testing::ReferenceDir() + "/quant/quant-zoo.greedy.json"));

@@ -33,7 +33,7 @@ struct Fixture : testing::ModelWithCache {
   }
   absl::StatusOr<GenerationResult> Run(const std::vector<int32_t>& prompt, const DecodingOptions& o,
                                        int budget) {
-    return Generate(model->llama(), model->tokenizer(), *cache, prompt, o, nullptr, budget);
+    return Generate(model->lm(), model->tokenizer(), *cache, prompt, o, nullptr, budget);
   }
   bool AllFree() const { return cache->num_free_blocks() == cache->num_total_blocks(); }
 };
@@ -61,7 +61,7 @@ std::vector<Pass> Drive(Fixture& f, Generation& g, int budget) {
       p.tokens += static_cast<int>(s.tokens.size());
       p.logits_rows += s.logits ? 1 : 0;
     }
-    REQUIRE(f.model->llama().Forward(*f.cache, absl::MakeSpan(seqs), &logits).ok());
+    REQUIRE(f.model->lm().Forward(*f.cache, absl::MakeSpan(seqs), &logits).ok());
     REQUIRE(logits.size() == static_cast<size_t>(p.logits_rows) * f.model->config().n_vocab);
     REQUIRE(g.ConsumeStep(logits.data()).ok());
     passes.push_back(p);
@@ -141,7 +141,7 @@ TEST_CASE("every pass stays within the budget and only a prompt's last chunk has
     for (const DecodingOptions& o : {Greedy(20), Beam4(20)}) {
       INFO("budget " << budget << ", method " << static_cast<int>(o.method));
       int deltas = 0;
-      auto g = Generation::Create(f.model->llama(), f.model->tokenizer(), *f.cache, prompt, o,
+      auto g = Generation::Create(f.model->lm(), f.model->tokenizer(), *f.cache, prompt, o,
                                   [&](const StreamDelta&) { ++deltas; });
       REQUIRE(g.ok());
       CHECK((*g)->prefilling());
@@ -181,7 +181,7 @@ TEST_CASE("cache-off recomputes and the sliding window run in chunks too",
     auto chunked = f.Run(prompt, o, 33);
     REQUIRE(chunked.ok());
     CheckSame(*chunked, *whole);
-    auto g = Generation::Create(f.model->llama(), f.model->tokenizer(), *f.cache, prompt, o);
+    auto g = Generation::Create(f.model->lm(), f.model->tokenizer(), *f.cache, prompt, o);
     REQUIRE(g.ok());
     for (const Pass& p : Drive(f, **g, 33)) {
       CHECK(p.prompt_work);
@@ -210,7 +210,7 @@ TEST_CASE("a session turn prefills its new tokens and catches up its answer in c
   for (const DecodingOptions& first_opts : {Greedy(30), Beam4(30)}) {
     INFO("first turn method " << static_cast<int>(first_opts.method));
     const std::vector<int32_t> first = f.LongPrompt(150);
-    auto g1 = Generation::Create(f.model->llama(), tok, *f.cache, first, first_opts);
+    auto g1 = Generation::Create(f.model->lm(), tok, *f.cache, first, first_opts);
     REQUIRE(g1.ok());
     (*g1)->KeepCacheForNextTurn();
     std::vector<Pass> passes = Drive(f, **g1, budget);
@@ -234,7 +234,7 @@ TEST_CASE("a session turn prefills its new tokens and catches up its answer in c
     const int cached = kept.num_tokens;
     DecodingOptions second = Greedy(30);
     auto g2 =
-        Generation::Create(f.model->llama(), tok, *f.cache, conversation, second, nullptr, &kept);
+        Generation::Create(f.model->lm(), tok, *f.cache, conversation, second, nullptr, &kept);
     REQUIRE(g2.ok());
     CHECK((*g2)->pending_prompt_tokens() == static_cast<int>(turn.size()));
     std::vector<Pass> passes2 = Drive(f, **g2, budget);
@@ -258,7 +258,7 @@ TEST_CASE("cancelling in the middle of a chunked prefill frees every block",
   const std::vector<int32_t> prompt = f.LongPrompt(400);
   for (const DecodingOptions& o : {Greedy(20), Beam4(20)}) {
     int deltas = 0;
-    auto g = Generation::Create(f.model->llama(), f.model->tokenizer(), *f.cache, prompt, o,
+    auto g = Generation::Create(f.model->lm(), f.model->tokenizer(), *f.cache, prompt, o,
                                 [&](const StreamDelta& d) { deltas += d.tokens.empty() ? 0 : 1; });
     REQUIRE(g.ok());
     std::vector<ForwardSeq> seqs;
@@ -266,7 +266,7 @@ TEST_CASE("cancelling in the middle of a chunked prefill frees every block",
     for (int pass = 0; pass < 5; ++pass) {
       seqs.clear();
       REQUIRE((*g)->PrepareStep(&seqs, 16).ok());
-      REQUIRE(f.model->llama().Forward(*f.cache, absl::MakeSpan(seqs), &logits).ok());
+      REQUIRE(f.model->lm().Forward(*f.cache, absl::MakeSpan(seqs), &logits).ok());
       REQUIRE((*g)->ConsumeStep(logits.data()).ok());
     }
     CHECK((*g)->prefilling());

@@ -21,7 +21,7 @@ struct Fixture : testing::ModelWithCache {
   }
   absl::StatusOr<GenerationResult> Run(const std::string& prompt, const DecodingOptions& o,
                                        StreamSink sink = nullptr) {
-    return Generate(model->llama(), model->tokenizer(), *cache, Prompt(prompt), o, std::move(sink));
+    return Generate(model->lm(), model->tokenizer(), *cache, Prompt(prompt), o, std::move(sink));
   }
 };
 
@@ -179,7 +179,7 @@ TEST_CASE("seeded sampling is reproducible alone and batched with other requests
   DecodingOptions other = o;
   other.sampling.seed = 7;
   DecodingOptions beam = Beam(3, 1.0f, EarlyStopping::kHeuristic, 30);
-  LlamaModel& m = f.model->llama();
+  CausalLm& m = f.model->lm();
   const Tokenizer& tok = f.model->tokenizer();
   std::vector<std::unique_ptr<Generation>> gens;
   for (auto [prompt, opts] : {std::pair{"Once upon a time", o}, std::pair{"Tom had a ball", other},
@@ -379,7 +379,7 @@ TEST_CASE("a context shift re-rotates cached keys to their new positions", "[gen
   // Layer-0 keys depend only on the token and its position, so after a shift the re-rotated
   // cached keys must equal those of a fresh pass over the kept window, up to float rounding.
   Fixture f("TinyStories-656K-F32.gguf");
-  LlamaModel& m = f.model->llama();
+  CausalLm& m = f.model->lm();
   const ModelConfig& c = m.config();
   const int n = c.n_ctx;
   const int bs = f.cache->block_size();
@@ -461,7 +461,7 @@ TEST_CASE("a cancelled generation stops at the next step and frees its blocks", 
     DecodingOptions o = Beam(4, 1.0f, EarlyStopping::kHeuristic, 200);
     o.method = method;
     o.ignore_eos = true;
-    auto g = Generation::Create(f.model->llama(), f.model->tokenizer(), *f.cache,
+    auto g = Generation::Create(f.model->lm(), f.model->tokenizer(), *f.cache,
                                 f.Prompt("Once upon a time"), o);
     REQUIRE(g.ok());
     std::vector<ForwardSeq> seqs;
@@ -469,7 +469,7 @@ TEST_CASE("a cancelled generation stops at the next step and frees its blocks", 
     for (int step = 0; step < 10; ++step) {
       seqs.clear();
       REQUIRE((*g)->PrepareStep(&seqs).ok());
-      REQUIRE(f.model->llama().Forward(*f.cache, absl::MakeSpan(seqs), &logits).ok());
+      REQUIRE(f.model->lm().Forward(*f.cache, absl::MakeSpan(seqs), &logits).ok());
       REQUIRE((*g)->ConsumeStep(logits.data()).ok());
     }
     CHECK(f.cache->num_free_blocks() < f.cache->num_total_blocks());

@@ -78,7 +78,7 @@ class Nothing : public TokenConstraint {
 struct Fixture : testing::ModelWithCache {
   using ModelWithCache::ModelWithCache;
   absl::StatusOr<GenerationResult> Run(const DecodingOptions& o) {
-    return Generate(model->llama(), model->tokenizer(), *cache,
+    return Generate(model->lm(), model->tokenizer(), *cache,
                     model->tokenizer().Encode("Once upon a time", true), o);
   }
 };

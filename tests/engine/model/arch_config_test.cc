@@ -151,8 +151,8 @@ TEST_CASE("a sharded safetensors checkpoint loads as the single file does") {
       auto ca = MakeCache((*one)->config(), 16), cb = MakeCache((*sharded)->config(), 16);
       BlockTable ta, tb;
       ForwardSeq fa{tokens, &ta, 0, false}, fb{tokens, &tb, 0, false};
-      REQUIRE((*one)->llama().Forward(*ca, absl::MakeSpan(&fa, 1), &la).ok());
-      REQUIRE((*sharded)->llama().Forward(*cb, absl::MakeSpan(&fb, 1), &lb).ok());
+      REQUIRE((*one)->lm().Forward(*ca, absl::MakeSpan(&fa, 1), &la).ok());
+      REQUIRE((*sharded)->lm().Forward(*cb, absl::MakeSpan(&fb, 1), &lb).ok());
       CHECK(la == lb);
       // A shard name that leaves the directory is refused.
       testing::WriteFile(dir + "/model.safetensors.index.json",
@@ -174,7 +174,7 @@ TEST_CASE("the context shift re-rotates keys exactly for every RoPE variant") {
     SECTION(name) {
       auto model = Model::Load(testing::ModelPath(std::string("arch/") + name));
       REQUIRE(model.ok());
-      LlamaModel& m = (*model)->llama();
+      CausalLm& m = (*model)->lm();
       const ModelConfig& c = m.config();
       const int bs = 8;
       auto cache = MakeCache(c, bs);

@@ -67,7 +67,7 @@ Result RunReference(const std::string& model_path, const std::string& reference,
   auto model = Model::Load(model_path, mo);
   INFO(model_path);
   REQUIRE(model.ok());
-  LlamaModel& m = (*model)->llama();
+  CausalLm& m = (*model)->lm();
   auto cache = MakeCache(m.config(), kv_type);
   const nlohmann::json ref = nlohmann::json::parse(
       testing::ReadFile(testing::ReferenceDir() + "/" + folder + "/" + reference));
@@ -138,7 +138,7 @@ TEST_CASE("every architecture stays close with BF16 compute and a BF16 cache", "
     SECTION(name) {
       auto model = Model::Load(testing::ModelPath(std::string(ac.folder) + "/" + name), mo);
       REQUIRE(model.ok());
-      LlamaModel& m = (*model)->llama();
+      CausalLm& m = (*model)->lm();
       auto cache = MakeCache(m.config(), KvType::kBf16);
       const testing::ForcedStats r = testing::TeacherForce(
           m, *cache,

@@ -40,7 +40,7 @@ std::vector<int32_t> Tokens(int n, int offset) {
 TEST_CASE("a batched pass equals separate passes", "[model]") {
   auto model = Model::Load(testing::ModelPath("stories260K.gguf"));
   REQUIRE(model.ok());
-  LlamaModel& m = (*model)->llama();
+  CausalLm& m = (*model)->lm();
   const int vocab = m.config().n_vocab;
   // Block size 4 so sequences span several blocks and partial blocks.
   auto cache = MakeCache(m.config(), 64, 4);
@@ -92,7 +92,7 @@ TEST_CASE("sequences without logits get no row, and a prompt run in chunks equal
           "[model]") {
   auto model = Model::Load(testing::ModelPath("stories260K.gguf"));
   REQUIRE(model.ok());
-  LlamaModel& m = (*model)->llama();
+  CausalLm& m = (*model)->lm();
   const int vocab = m.config().n_vocab;
   auto cache = MakeCache(m.config(), 64, 4);
   std::vector<int32_t> a = Tokens(23, 3), b = Tokens(7, 8);
@@ -131,7 +131,7 @@ TEST_CASE("sequences without logits get no row, and a prompt run in chunks equal
 TEST_CASE("a pass that does not fit the pool fails cleanly", "[model]") {
   auto model = Model::Load(testing::ModelPath("stories260K.gguf"));
   REQUIRE(model.ok());
-  LlamaModel& m = (*model)->llama();
+  CausalLm& m = (*model)->lm();
   auto cache = MakeCache(m.config(), 3, 16);  // 48 token slots
   std::vector<int32_t> a = Tokens(30, 0), b = Tokens(30, 1);
   BlockTable ta, tb;
@@ -151,7 +151,7 @@ TEST_CASE("a pass that does not fit the pool fails cleanly", "[model]") {
 TEST_CASE("token ids outside the vocabulary are rejected before any work", "[model]") {
   auto model = Model::Load(testing::ModelPath("stories260K.gguf"));
   REQUIRE(model.ok());
-  LlamaModel& m = (*model)->llama();
+  CausalLm& m = (*model)->lm();
   auto cache = MakeCache(m.config(), 4);
   for (int32_t bad : {-1, 512, 1 << 30}) {
     std::vector<int32_t> t = {1, bad};
@@ -177,7 +177,7 @@ TEST_CASE("GGUF and Hugging Face layouts of one model give the same logits", "[m
     auto cache = MakeCache((**m)->config(), 8);
     BlockTable table;
     ForwardSeq fs{t, &table, 0, true};
-    REQUIRE((**m)->llama().Forward(*cache, absl::MakeSpan(&fs, 1), m == &gguf ? &lg : &lh).ok());
+    REQUIRE((**m)->lm().Forward(*cache, absl::MakeSpan(&fs, 1), m == &gguf ? &lg : &lh).ok());
     cache->Free(table);
   }
   REQUIRE(lg.size() == lh.size());

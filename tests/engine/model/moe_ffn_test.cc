@@ -208,7 +208,7 @@ TEST_CASE("a mixture-of-experts model gives a prompt the same logits alone or ba
     SECTION(name) {
       auto model = Model::Load(testing::ModelPath(name), mo);
       REQUIRE(model.ok());
-      LlamaModel& m = (*model)->llama();
+      CausalLm& m = (*model)->lm();
       KvCacheOptions o;
       o.n_layers = m.config().n_layers;
       o.n_kv_heads = m.config().n_kv_heads;

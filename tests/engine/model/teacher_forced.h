@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/kv_cache/kv_cache.h"
-#include "engine/model/llama_model.h"
+#include "engine/model/causal_lm.h"
 #include "nlohmann/json.hpp"
 
 namespace textgen::testing {
@@ -23,7 +23,7 @@ struct ForcedStats {
   double sum_diff = 0;   // and summed over the steps
 };
 
-inline ForcedStats TeacherForce(LlamaModel& m, KvCache& cache, const nlohmann::json& ref) {
+inline ForcedStats TeacherForce(CausalLm& m, KvCache& cache, const nlohmann::json& ref) {
   ForcedStats s;
   const int vocab = m.config().n_vocab;
   for (const auto& rc : ref["cases"]) {
