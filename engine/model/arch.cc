@@ -87,6 +87,20 @@ constexpr LayerTensorName kQwen2MoeTensors[] = {
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
 };
 
+// gpt-oss: the attention has biases and sinks; the pre-FFN norm is called post_attention_norm
+// in GGUF. Its Hugging Face checkpoints fuse the experts (mlp.experts.gate_up_proj): no names.
+constexpr LayerTensorName kGptOssTensors[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    TG_ATTN_QKV,
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
+    {"attn_sinks.weight", "self_attn.sinks"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+};
+
 #undef TG_ATTN_QKV
 #undef TG_FFN
 
@@ -179,9 +193,31 @@ ArchSpec Qwen2Moe() {
   return a;
 }
 
+// gpt-oss (llama.cpp's openai-moe graph): attention with Q/K/V/O biases and sinks, sliding
+// window on every other layer (from layer 0), YaRN RoPE (read from the rope.scaling keys),
+// experts with biases, top-k by raw logit then a softmax over the k, the clamped SwiGLU.
+ArchSpec GptOss() {
+  ArchSpec a;
+  a.gguf_arch = "gpt-oss";
+  a.hf_types = {};
+  a.tensors = kGptOssTensors;
+  a.rope_neox = true;
+  a.qkv_bias = true;
+  a.out_bias = true;
+  a.attn_sinks = true;
+  a.ffn_norm = "post_attention_norm.weight";
+  a.ffn_act = FfnActivation::kSwigluOai;
+  a.swa_period = 2;
+  a.reads_window = true;
+  a.moe = MoeUse::kAlways;
+  a.moe_gating = MoeGating::kSoftmaxWeight;
+  a.moe_biases = true;
+  return a;
+}
+
 const ArchSpec* Table(size_t* n) {
-  static const ArchSpec kArchs[] = {Llama(),      Qwen2(),     Qwen3(),    Phi3(),
-                                    Gemma(false), Gemma(true), Qwen3Moe(), Qwen2Moe()};
+  static const ArchSpec kArchs[] = {Llama(),     Qwen2(),    Qwen3(),    Phi3(),  Gemma(false),
+                                    Gemma(true), Qwen3Moe(), Qwen2Moe(), GptOss()};
   *n = sizeof(kArchs) / sizeof(kArchs[0]);
   return kArchs;
 }

@@ -19,7 +19,15 @@ struct LayerTensorName {
   const char* hf;
 };
 
-enum class FfnActivation { kSilu, kGeluTanh };
+// The gated FFN's activation: silu(g) u (SwiGLU), gelu_tanh(g) u (GeGLU), or gpt-oss's clamped
+// SwiGLU g' sigmoid(1.702 g') (u' + 1), g' = min(g, 7), u' = clamp(u, -7, 7) (llama.cpp's
+// swiglu_oai, whose alpha and limit it hard-codes: the GGUF holds no key for them).
+enum class FfnActivation { kSilu, kGeluTanh, kSwigluOai };
+
+// How the router's logits become the k experts and their weights (llama.cpp's gating
+// functions): kSoftmax: softmax over all experts, the k most probable; kSoftmaxWeight: the k
+// highest logits, then a softmax over those k only (gpt-oss).
+enum class MoeGating { kSoftmax, kSoftmaxWeight };
 
 // Mixture of experts in the feed-forward layers: none, when the file lists experts
 // (`<arch>.expert_count` > 0: Mixtral in the `llama` architecture), or always.
@@ -32,7 +40,12 @@ struct ArchSpec {
   // RoPE pairs (i, i + d/2) on q/k rows as Hugging Face stores them (llama.cpp's NEOX). false:
   // GGUF's interleaved pairs (2i, 2i+1), which Hugging Face Llama rows are permuted into.
   bool rope_neox = false;
-  bool qkv_bias = false;       // attn_q/k/v.bias
+  bool qkv_bias = false;    // attn_q/k/v.bias
+  bool out_bias = false;    // attn_output.bias
+  bool attn_sinks = false;  // attn_sinks: one softmax-denominator logit per query head
+  // The GGUF name of the pre-FFN RMSNorm after "blk.N." (gpt-oss: post_attention_norm.weight,
+  // which is Gemma's post-attention norm; see post_norms).
+  const char* ffn_norm = "ffn_norm.weight";
   bool qk_norm = false;        // RMSNorm of each q and k head before RoPE
   bool fused_qkv = false;      // attn_qkv [q; k; v rows] instead of attn_q, attn_k, attn_v
   bool fused_gate_up = false;  // ffn_up [gate; up rows], no ffn_gate
@@ -55,6 +68,10 @@ struct ArchSpec {
   MoeUse moe = MoeUse::kNone;
   bool moe_norm_topk = false;      // the k routing weights rescaled to sum to 1
   bool moe_shared_expert = false;  // plus a shared expert scaled by sigmoid(gate . x)
+  MoeGating moe_gating = MoeGating::kSoftmax;
+  // Biases on the router (ffn_gate_inp.bias) and on every expert's gate, up and down
+  // projections (ffn_{gate,up,down}_exps.bias), gpt-oss.
+  bool moe_biases = false;
   // Expert width when `expert_feed_forward_length` is absent: feed_forward_length (true,
   // Mixtral) or feed_forward_length / expert_used_count (llama.cpp's fallback for Qwen MoE).
   bool moe_width_is_n_ff = false;

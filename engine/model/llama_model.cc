@@ -160,6 +160,12 @@ absl::Status LlamaModel::LoadMoe(const WeightSource& source, const std::string& 
   TG_ASSIGN_OR_RETURN(w.gate, MakeExpertLinears(source, p + "ffn_gate_exps.weight", ff, d, lo));
   TG_ASSIGN_OR_RETURN(w.up, MakeExpertLinears(source, p + "ffn_up_exps.weight", ff, d, lo));
   TG_ASSIGN_OR_RETURN(w.down, MakeExpertLinears(source, p + "ffn_down_exps.weight", d, ff, lo));
+  if (m.biases) {
+    TG_ASSIGN_OR_RETURN(w.router_bias, source.LoadF32(p + "ffn_gate_inp.bias", {m.n_expert}));
+    TG_ASSIGN_OR_RETURN(w.gate_bias, source.LoadF32(p + "ffn_gate_exps.bias", {m.n_expert, ff}));
+    TG_ASSIGN_OR_RETURN(w.up_bias, source.LoadF32(p + "ffn_up_exps.bias", {m.n_expert, ff}));
+    TG_ASSIGN_OR_RETURN(w.down_bias, source.LoadF32(p + "ffn_down_exps.bias", {m.n_expert, d}));
+  }
   if (config_.arch->moe_shared_expert) {
     const int64_t sh = m.n_ff_shared;
     TG_ASSIGN_OR_RETURN(w.shared_gate, MakeLinear(source, p + "ffn_gate_shexp.weight", sh, d, lo));
@@ -181,7 +187,7 @@ absl::Status LlamaModel::LoadLayer(const WeightSource& source, int l,
   Layer& L = layers_[l];
   const std::string p = absl::StrCat("blk.", l, ".");
   TG_ASSIGN_OR_RETURN(L.attn_norm, LoadNorm(source, p + "attn_norm.weight", d));
-  TG_ASSIGN_OR_RETURN(L.ffn_norm, LoadNorm(source, p + "ffn_norm.weight", d));
+  TG_ASSIGN_OR_RETURN(L.ffn_norm, LoadNorm(source, p + arch.ffn_norm, d));
   if (arch.fused_qkv) {
     TG_ASSIGN_OR_RETURN(
         auto qkv, MakeSplitLinear(source, p + "attn_qkv.weight", {q_dim, kv_dim, kv_dim}, d, lo));
@@ -203,6 +209,18 @@ absl::Status LlamaModel::LoadLayer(const WeightSource& source, int l,
     TG_ASSIGN_OR_RETURN(L.k_norm, LoadNorm(source, p + "attn_k_norm.weight", hd));
   }
   TG_ASSIGN_OR_RETURN(L.wo, MakeLinear(source, p + "attn_output.weight", d, q_dim, lo));
+  if (arch.out_bias) {
+    TG_ASSIGN_OR_RETURN(L.bo, source.LoadF32(p + "attn_output.bias", {d}));
+  }
+  if (arch.attn_sinks) {
+    TG_ASSIGN_OR_RETURN(L.sinks, source.LoadF32(p + "attn_sinks.weight", {c.n_heads}));
+    for (float x : L.sinks) {
+      if (!std::isfinite(x)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(p, "attn_sinks.weight holds a non-finite value (", x, ")"));
+      }
+    }
+  }
   if (arch.post_norms) {
     TG_ASSIGN_OR_RETURN(L.post_attn_norm, LoadNorm(source, p + "post_attention_norm.weight", d));
     TG_ASSIGN_OR_RETURN(L.post_ffn_norm, LoadNorm(source, p + "post_ffw_norm.weight", d));
@@ -220,6 +238,11 @@ absl::Status LlamaModel::LoadLayer(const WeightSource& source, int l,
   r.neox = arch.rope_neox;
   r.freq_factors = rope_factors_.empty() ? nullptr : rope_factors_.data();
   r.attn_factor = c.rope_attn_factor;
+  if (c.rope_yarn) {
+    r.yarn_orig_ctx = c.n_ctx_orig;
+    r.yarn_beta_fast = c.yarn_beta_fast;
+    r.yarn_beta_slow = c.yarn_beta_slow;
+  }
   L.rope_q = r;
   L.rope_q.n_heads = c.n_heads;
   L.rope_k = r;
@@ -380,9 +403,10 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
     });
     TG_RETURN_IF_ERROR(Attention(cache, seqs, l));
     TG_RETURN_IF_ERROR(L.wo->Forward(s.attn.data(), total, s.proj.data()));
-    // Feed-forward block: x += W_down · (act(W_gate·n(x)) * W_up·n(x)), act = silu or
-    // gelu_tanh; Gemma norms each block's output before the residual add (post norms).
+    // Feed-forward block: x += W_down · act(W_gate·n(x), W_up·n(x)) (ArchSpec::ffn_act) or the
+    // experts'; Gemma norms each block's output before the residual add (post norms).
     by_rows([&](int64_t r0, int64_t r1) {
+      if (!L.bo.empty()) ops::AddBias(&s.proj[r0 * d], r1 - r0, d, L.bo.data());
       if (!L.post_attn_norm.empty()) {
         ops::RmsNorm(&s.proj[r0 * d], r1 - r0, d, L.post_attn_norm.data(), c.rms_eps,
                      &s.proj[r0 * d]);
@@ -438,11 +462,7 @@ absl::Status LlamaModel::DenseFfn(Layer& L, int64_t total) {
   TG_RETURN_IF_ERROR(L.w_up->Forward(s.xn.data(), total, s.up.data()));
   const int threads = total >= 32 ? ops::NumThreads() : 1;
   ops::ParallelFor(total, 1, threads, [&](int64_t r0, int64_t r1) {
-    if (c.arch->ffn_act == FfnActivation::kGeluTanh) {
-      ops::GeluTanhMul(&s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
-    } else {
-      ops::SiluMul(&s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
-    }
+    MoeFfn::Activate(c.arch->ffn_act, &s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
   });
   return L.w_down->Forward(s.gate.data(), total, s.proj.data());
 }
@@ -478,10 +498,10 @@ absl::Status LlamaModel::ShiftContext(KvCache& cache, absl::Span<BlockTable* con
     for (int l = 0; l < c.n_layers; ++l) {
       // The layer's K^T tiles [n_kv_heads, head_dim, block_size] (KvCache::StoreKv's layout)
       // are contiguous; unused slots of a partial block rotate harmlessly. Each layer turns by
-      // its own RoPE (NEOX pairs, frequency factors, Gemma 3's local base): a shift is one more
-      // rotation at the same frequencies, so every variant here shifts exactly. Sliding-window
-      // layers stay correct too: the window is counted in slots, which the shift renumbers
-      // together with the positions.
+      // its own RoPE (NEOX pairs, frequency factors, Gemma 3's local base, YaRN's blended
+      // frequencies): a shift is one more rotation at the same frequency per pair, so every
+      // variant here shifts exactly. Sliding-window layers stay correct too: the window is
+      // counted in slots, which the shift renumbers together with the positions.
       const ops::RopeConfig& kv_heads = layers_[l].rope_k;
       if (pool.type() == KvType::kBf16) {
         ops::RopeShiftTransposed(kv_heads, delta, bs, bs, pool.KeyBf16(block, l, 0));
@@ -499,7 +519,8 @@ absl::Status LlamaModel::Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, 
   const int64_t hd = c.head_dim;
   const int bs = cache.block_size();
   const Layer& L = layers_[layer];
-  const ops::AttentionShape shape{c.n_heads, c.n_kv_heads, hd, bs, c.attn_scale, c.attn_softcap};
+  ops::AttentionShape shape{c.n_heads, c.n_kv_heads, hd, bs, c.attn_scale, c.attn_softcap};
+  if (!L.sinks.empty()) shape.sinks = L.sinks.data();
   BlockPool& pool = cache.pool();
   const bool bf16 = pool.type() == KvType::kBf16;
   Scratch& s = s_;

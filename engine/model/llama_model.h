@@ -1,7 +1,8 @@
 // The causal-LM forward pass over a batch of sequences on the paged KV cache, for every
 // architecture in engine/model/arch.h: the Llama block, with each architecture's differences
-// (biases, q/k norms, fused projections, NEOX / scaled RoPE, Gemma's norms, GeGLU, soft-caps
-// and sliding-window layers) switched on by its ArchSpec and ModelConfig.
+// (biases, q/k norms, fused projections, NEOX / scaled / YaRN RoPE, Gemma's norms, GeGLU,
+// soft-caps, sliding-window layers, attention sinks, experts) switched on by its ArchSpec and
+// ModelConfig.
 #ifndef TEXTGEN_ENGINE_MODEL_LLAMA_MODEL_H_
 #define TEXTGEN_ENGINE_MODEL_LLAMA_MODEL_H_
 
@@ -80,6 +81,8 @@ class LlamaModel : public CausalLm {
     std::unique_ptr<ops::Linear> w_gate, w_up, w_down;  // the dense FFN, or null when `moe`
     std::unique_ptr<MoeFfn> moe;                        // mixture-of-experts FFN, or null
     std::vector<float> bq, bk, bv;                      // [q_dim], [kv_dim] x2, or empty
+    std::vector<float> bo;                              // [n_embd] or empty
+    std::vector<float> sinks;                           // [n_heads] attention sinks, or empty
     std::vector<float> q_norm, k_norm;                  // [head_dim] each, or empty
     std::vector<float> post_attn_norm, post_ffn_norm;   // [n_embd] each, or empty
     ops::RopeConfig rope_q, rope_k;                     // this layer's RoPE (Gemma 3: per layer)

@@ -205,6 +205,9 @@ absl::Status ModelConfig::Validate() const {
     return bad("longrope needs both long and short factors");
   }
   if (n_ctx_orig < 0) return bad("original context must not be negative");
+  if (rope_yarn && (n_ctx_orig < 1 || !finite_pos(yarn_beta_fast) || !finite_pos(yarn_beta_slow))) {
+    return bad("YaRN needs a positive original context and positive finite betas");
+  }
   if (!std::isfinite(attn_scale) || attn_scale < 0.0f || !std::isfinite(attn_softcap) ||
       attn_softcap < 0.0f || !std::isfinite(final_softcap) || final_softcap < 0.0f) {
     return bad("attention scale and soft-caps must be finite and not negative");
@@ -232,12 +235,12 @@ std::string ModelConfig::DebugString() const {
   return absl::StrFormat(
       "arch=%s vocab=%d ctx=%d embd=%d layers=%d ff=%d heads=%d kv_heads=%d head_dim=%d "
       "rope_dim=%d rope_base=%g rope_scale=%g rope_factors=%d rms_eps=%g window=%d tied=%d "
-      "weights=%s experts=%d used=%d expert_ff=%d shared_ff=%d",
+      "weights=%s experts=%d used=%d expert_ff=%d shared_ff=%d yarn=%d",
       architecture, n_vocab, n_ctx, n_embd, n_layers, n_ff, n_heads, n_kv_heads, head_dim, rope_dim,
       rope_base, rope_freq_scale,
       static_cast<int>(rope_freq_factors.size() + rope_factors_long.size()), rms_eps,
       sliding_window, tied_embeddings ? 1 : 0, DTypeName(weight_type), moe.n_expert,
-      moe.n_expert_used, moe.n_ff_expert, moe.n_ff_shared);
+      moe.n_expert_used, moe.n_ff_expert, moe.n_ff_shared, rope_yarn ? 1 : 0);
 }
 
 namespace {
@@ -274,6 +277,24 @@ absl::Status ReadMoeKeys(const GgufFile& gguf, const std::string& a, ModelConfig
                         GetIntKey(gguf, a + "expert_shared_feed_forward_length", c->n_ff));
   }
   m.norm_topk = c->arch->moe_norm_topk;
+  m.gating = c->arch->moe_gating;
+  m.act = c->arch->ffn_act;
+  m.biases = c->arch->moe_biases;
+  return absl::OkStatus();
+}
+
+// YaRN's keys (rope.scaling.type yarn, factor already read into rope_freq_scale). The magnitude
+// scale is what llama.cpp ends up applying to cos and sin (llama-context.cpp cancels its own
+// attention factor, then ggml's rope_yarn multiplies by 1 + 0.1 ln(1 / freq_scale)), in float.
+absl::Status ReadYarnKeys(const GgufFile& gguf, const std::string& a, ModelConfig* c) {
+  c->rope_yarn = true;
+  TG_ASSIGN_OR_RETURN(c->n_ctx_orig,
+                      GetIntKey(gguf, a + "rope.scaling.original_context_length", c->n_ctx));
+  TG_ASSIGN_OR_RETURN(c->yarn_beta_fast,
+                      GetFloatKey(gguf, a + "rope.scaling.yarn_beta_fast", 32.0f));
+  TG_ASSIGN_OR_RETURN(c->yarn_beta_slow,
+                      GetFloatKey(gguf, a + "rope.scaling.yarn_beta_slow", 1.0f));
+  c->rope_attn_factor = 1.0f + 0.1f * std::log(1.0f / c->rope_freq_scale);
   return absl::OkStatus();
 }
 
@@ -316,12 +337,13 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& gguf) {
   if (gguf.Has(a + "rope.scaling.type")) {
     TG_ASSIGN_OR_RETURN(std::string type, gguf.GetString(a + "rope.scaling.type"));
     TG_ASSIGN_OR_RETURN(float factor, GetFloatKey(gguf, a + "rope.scaling.factor", 1.0f));
-    if (type == "linear") {
+    if (type == "linear" || type == "yarn") {
       if (!(factor > 0.0f)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "GGUF ", gguf.path(), ": ", a, "rope.scaling.factor = ", factor, " must be positive"));
       }
       c.rope_freq_scale = 1.0f / factor;
+      if (type == "yarn") TG_RETURN_IF_ERROR(ReadYarnKeys(gguf, a, &c));
     } else if (type != "none" && !(type == "longrope" && arch.reads_longrope)) {
       return absl::UnimplementedError(
           absl::StrCat("GGUF ", gguf.path(), ": rope scaling type '", type, "' is not supported"));

@@ -21,6 +21,9 @@ struct MoeConfig {
   int n_ff_expert = 0;     // width of each routed expert's FFN
   int n_ff_shared = 0;     // width of the shared expert (0: none)
   bool norm_topk = false;  // the k routing weights rescaled to sum to 1
+  MoeGating gating = MoeGating::kSoftmax;
+  FfnActivation act = FfnActivation::kSilu;  // of every expert (the shared one too)
+  bool biases = false;  // router and expert biases (MoeWeights' *_bias vectors)
 };
 
 struct ModelConfig {
@@ -43,8 +46,13 @@ struct ModelConfig {
   // attention factor that scales cos/sin. Chosen once per model by the served context length
   // (LongropeFactors), as llama.cpp does.
   std::vector<float> rope_factors_long, rope_factors_short;
-  int n_ctx_orig = 0;  // 0 = n_ctx
+  int n_ctx_orig = 0;  // 0 = n_ctx (longrope's and YaRN's original context)
   float rope_attn_factor = 1.0f;
+  // YaRN (rope.scaling.type yarn): rope_freq_scale = 1 / factor, n_ctx_orig the original context,
+  // rope_attn_factor its magnitude scale 1 + 0.1 ln(factor); ops::RopeConfig has the formula.
+  bool rope_yarn = false;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
   // Sliding-window layers' RoPE (Gemma 3: own base, no scaling); equal to the above otherwise.
   float rope_base_swa = 10000.0f;
   float rope_freq_scale_swa = 1.0f;

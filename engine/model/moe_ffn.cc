@@ -10,35 +10,58 @@
 
 namespace textgen {
 
-void MoeFfn::Route(const MoeConfig& config, const float* logits, int32_t* experts, float* weights) {
-  const int n = config.n_expert, k = config.n_expert_used;
-  // Softmax as ggml computes it: exp(l - max) in float, the sum in double, one reciprocal.
-  float max = logits[0];
-  for (int e = 1; e < n; ++e) max = std::max(max, logits[e]);
-  // Up to 4096 experts (ModelConfig::Validate); a token's probabilities live on the stack.
-  float probs[4096];
+namespace {
+
+// x[n] = softmax(x) as ggml computes it: exp(x - max) in float, the sum in double, one
+// reciprocal.
+void SoftmaxInPlace(float* x, int n) {
+  float max = x[0];
+  for (int e = 1; e < n; ++e) max = std::max(max, x[e]);
   double sum = 0.0;
   for (int e = 0; e < n; ++e) {
-    probs[e] = std::exp(logits[e] - max);
-    sum += probs[e];
+    x[e] = std::exp(x[e] - max);
+    sum += x[e];
   }
   const float inv = static_cast<float>(1.0 / sum);
-  for (int e = 0; e < n; ++e) probs[e] *= inv;
+  for (int e = 0; e < n; ++e) x[e] *= inv;
+}
+
+}  // namespace
+
+void MoeFfn::Route(const MoeConfig& config, const float* logits, int32_t* experts, float* weights) {
+  const int n = config.n_expert, k = config.n_expert_used;
+  // Up to 4096 experts (ModelConfig::Validate); a token's scores live on the stack. The
+  // selection runs on the probabilities (kSoftmax) or on the logits themselves.
+  float scores[4096];
+  std::copy(logits, logits + n, scores);
+  if (config.gating == MoeGating::kSoftmax) SoftmaxInPlace(scores, n);
   int32_t order[4096];
   std::iota(order, order + n, 0);
   std::partial_sort(order, order + k, order + n, [&](int32_t a, int32_t b) {
-    return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
   });
-  double kept = 0.0;
   for (int j = 0; j < k; ++j) {
     experts[j] = order[j];
-    weights[j] = probs[order[j]];
-    kept += weights[j];
+    weights[j] = scores[order[j]];
   }
+  if (config.gating == MoeGating::kSoftmaxWeight) SoftmaxInPlace(weights, k);
   if (config.norm_topk) {
+    double kept = 0.0;
+    for (int j = 0; j < k; ++j) kept += weights[j];
     // llama.cpp clamps the sum below at 2^-14 (a half's smallest normal) before dividing.
     const float denom = std::max(static_cast<float>(kept), 6.103515625e-5f);
     for (int j = 0; j < k; ++j) weights[j] /= denom;
+  }
+}
+
+void MoeFfn::Activate(FfnActivation act, float* gate, const float* up, int64_t count) {
+  switch (act) {
+    case FfnActivation::kSilu:
+      return ops::SiluMul(gate, up, count);
+    case FfnActivation::kGeluTanh:
+      return ops::GeluTanhMul(gate, up, count);
+    case FfnActivation::kSwigluOai:
+      return ops::SwigluOaiMul(gate, up, count, /*alpha=*/1.702f, /*limit=*/7.0f);
   }
 }
 
@@ -47,6 +70,7 @@ absl::Status MoeFfn::Forward(const float* x, int64_t rows, float* out) {
   const int64_t d = n_embd_, ff = config_.n_ff_expert;
   logits_.resize(rows * n_expert);
   TG_RETURN_IF_ERROR(w_.router->Forward(x, rows, logits_.data()));
+  if (!w_.router_bias.empty()) ops::AddBias(logits_.data(), rows, n_expert, w_.router_bias.data());
   chosen_.resize(rows * k);
   chosen_w_.resize(rows * k);
   for (int64_t r = 0; r < rows; ++r) {
@@ -61,7 +85,8 @@ absl::Status MoeFfn::Forward(const float* x, int64_t rows, float* out) {
     std::vector<int64_t> next(slot_start_.begin(), slot_start_.end() - 1);
     for (int64_t slot = 0; slot < rows * k; ++slot) slots_[next[chosen_[slot]]++] = slot;
   }
-  // Each selected expert once, over all its rows: y[slot] = down(silu(gate x) * up x).
+  // Each selected expert once, over all its rows: y[slot] = down(act(gate x, up x)), biases
+  // (gpt-oss) after each projection.
   y_.resize(rows * k * d);
   for (int e = 0; e < n_expert; ++e) {
     const int64_t begin = slot_start_[e], n = slot_start_[e + 1] - begin;
@@ -75,8 +100,13 @@ absl::Status MoeFfn::Forward(const float* x, int64_t rows, float* out) {
     ye_.resize(n * d);
     TG_RETURN_IF_ERROR(w_.gate[e]->Forward(xe_.data(), n, ge_.data()));
     TG_RETURN_IF_ERROR(w_.up[e]->Forward(xe_.data(), n, ue_.data()));
-    ops::SiluMul(ge_.data(), ue_.data(), n * ff);
+    if (!w_.gate_bias.empty()) {
+      ops::AddBias(ge_.data(), n, ff, &w_.gate_bias[e * ff]);
+      ops::AddBias(ue_.data(), n, ff, &w_.up_bias[e * ff]);
+    }
+    Activate(config_.act, ge_.data(), ue_.data(), n * ff);
     TG_RETURN_IF_ERROR(w_.down[e]->Forward(ge_.data(), n, ye_.data()));
+    if (!w_.down_bias.empty()) ops::AddBias(ye_.data(), n, d, &w_.down_bias[e * d]);
     for (int64_t i = 0; i < n; ++i) {
       std::memcpy(&y_[slots_[begin + i] * d], &ye_[i * d], d * sizeof(float));
     }
@@ -104,7 +134,7 @@ absl::Status MoeFfn::RunShared(const float* x, int64_t rows, float* out) {
   ye_.resize(rows * d);
   TG_RETURN_IF_ERROR(w_.shared_gate->Forward(x, rows, ge_.data()));
   TG_RETURN_IF_ERROR(w_.shared_up->Forward(x, rows, ue_.data()));
-  ops::SiluMul(ge_.data(), ue_.data(), rows * ff);
+  Activate(config_.act, ge_.data(), ue_.data(), rows * ff);
   TG_RETURN_IF_ERROR(w_.shared_down->Forward(ge_.data(), rows, ye_.data()));
   for (int64_t r = 0; r < rows; ++r) {
     double dot = 0.0;

@@ -1,7 +1,9 @@
-// A mixture-of-experts feed-forward layer (Mixtral, Qwen2-MoE, Qwen3-MoE): a router picks, for
-// each token, the k experts with the highest softmax probability; the token's output is the
-// weighted sum of those experts' SwiGLU FFNs (plus, for Qwen2-MoE, a shared expert scaled by a
-// sigmoid gate). Semantics as llama.cpp's build_moe_ffn.
+// A mixture-of-experts feed-forward layer (Mixtral, Qwen2-MoE, Qwen3-MoE, gpt-oss): a router
+// picks, for each token, k experts (MoeGating: by softmax probability, or by raw logit with a
+// softmax over the k); the token's output is the weighted sum of those experts' gated FFNs
+// (MoeConfig::act; gpt-oss adds biases to the router and to each expert's projections), plus,
+// for Qwen2-MoE, a shared expert scaled by a sigmoid gate. Semantics as llama.cpp's
+// build_moe_ffn.
 //
 // Cost: each step runs only the selected experts, and an expert chosen by several tokens of
 // the step runs once over all of them (its weights are read once per step: a grouped matmul).
@@ -29,6 +31,10 @@ struct MoeWeights {
   // The shared expert (Qwen2-MoE) or null: [n_ff_shared, n_embd] x2, [n_embd, n_ff_shared].
   std::unique_ptr<ops::Linear> shared_gate, shared_up, shared_down;
   std::vector<float> shared_gate_inp;  // [n_embd]: sigmoid(shared_gate_inp . x) scales it
+  // Biases when MoeConfig::biases (gpt-oss), else empty: the router's [n_expert], added to its
+  // logits; per expert [n_expert, n_ff_expert] after gate and up, [n_expert, n_embd] after down
+  // (before the routing weight multiplies).
+  std::vector<float> router_bias, gate_bias, up_bias, down_bias;
 };
 
 class MoeFfn {
@@ -40,10 +46,16 @@ class MoeFfn {
   // residual add). Not reentrant (scratch buffers), like the model that owns it.
   absl::Status Forward(const float* x, int64_t rows, float* out);
 
-  // One token's routing from its [n_expert] router logits: the k best experts by softmax
-  // probability, highest first (ties: the lower index), into `experts` [k], and their weights
-  // (the probabilities, rescaled to sum to 1 when config.norm_topk) into `weights` [k].
+  // One token's routing from its [n_expert] router logits (biases included): the k best
+  // experts, highest first (ties: the lower index), into `experts` [k], and their weights into
+  // `weights` [k]. kSoftmax: the best by softmax probability, weighted by it (rescaled to sum
+  // to 1 when config.norm_topk); kSoftmaxWeight: the k highest logits, weighted by a softmax
+  // over those k (llama.cpp's SOFTMAX_WEIGHT).
   static void Route(const MoeConfig& config, const float* logits, int32_t* experts, float* weights);
+
+  // gate[i] = act(gate[i], up[i]) for i < count, the FFN's gated activation (`act` as
+  // ArchSpec::ffn_act; gpt-oss's alpha 1.702 and limit 7 as llama.cpp hard-codes them).
+  static void Activate(FfnActivation act, float* gate, const float* up, int64_t count);
 
   const MoeWeights& weights() const { return w_; }
 

@@ -32,6 +32,10 @@ struct AttentionShape {
   // > 0: scores become softcap * tanh(score / softcap) before the softmax (Gemma 2's attention
   // logit soft-capping; the scale is applied first, as in llama.cpp and Hugging Face).
   float softcap = 0.0f;
+  // [n_heads] or nullptr: one logit per query head that joins the head's softmax denominator
+  // and contributes no value (gpt-oss's attention sinks; as llama.cpp's soft_max with sinks, it
+  // is neither scaled nor soft-capped). Borrowed: must outlive the call.
+  const float* sinks = nullptr;
 };
 
 // KV heads [begin, end) of a call; end = 0 means all (n_kv_heads).
@@ -41,14 +45,15 @@ struct KvHeadRange {
 };
 
 // out[n_heads, head_dim] = softmax(cap(scale · q · Kᵀ)) · V per query head, over slots
-// [start, n_ctx). q [n_heads, head_dim]; k_blocks are Kᵀ tiles, v_blocks row-major V tiles (above).
-// Blocks beyond ceil(n_ctx / block_size) are not read. Scores and softmax in float (exponential sum
-// in double). Thread-safe (per-thread scratch). InvalidArgument for bad shapes, n_ctx < 1, fewer
-// blocks than n_ctx needs, null pointers, start outside [0, n_ctx), a bad head range. Blocks
-// wholly before `start` are not read.
-// heads: only kv heads [begin, end) and their query heads are computed (the rows of out of
-// the other heads are not touched), each exactly as in a call over all heads: a caller can
-// split one token's heads across threads (decode of a single sequence) without changing a bit.
+// [start, n_ctx); with sinks, head i's probabilities are exp(s_t - m) / (sum_t exp(s_t - m) +
+// exp(sinks[i] - m)), m the maximum of the scores and the sink. q [n_heads, head_dim]; k_blocks are
+// Kᵀ tiles, v_blocks row-major V tiles (above). Blocks beyond ceil(n_ctx / block_size) are not
+// read. Scores and softmax in float (exponential sum in double). Thread-safe (per-thread scratch).
+// InvalidArgument for bad shapes, n_ctx < 1, fewer blocks than n_ctx needs, null pointers, start
+// outside [0, n_ctx), a bad head range. Blocks wholly before `start` are not read. heads: only kv
+// heads [begin, end) and their query heads are computed (the rows of out of the other heads are not
+// touched), each exactly as in a call over all heads: a caller can split one token's heads across
+// threads (decode of a single sequence) without changing a bit.
 absl::Status PagedAttention(const AttentionShape& shape, const float* q,
                             absl::Span<const float* const> k_blocks,
                             absl::Span<const float* const> v_blocks, int64_t n_ctx, float* out,

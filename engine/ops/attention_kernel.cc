@@ -541,7 +541,12 @@ void Attend(const AttentionShape& shape, const float* q, const T* const* k_block
         std::fill(s, s + masked, -INFINITY);
         max[g] = simd::Max<Isa>(s + masked, n - masked);
       }
-      const double sum = simd::ExpShiftSum<Isa>(s, n, max[g]);
+      // A sink joins the maximum and the denominator, as ggml's soft_max with sinks: one
+      // scalar exp, the same at every level.
+      const float sink = shape.sinks != nullptr ? shape.sinks[h * group + g] : -INFINITY;
+      const float m = shape.sinks != nullptr ? std::max(max[g], sink) : max[g];
+      double sum = simd::ExpShiftSum<Isa>(s, n, m);
+      if (shape.sinks != nullptr) sum += static_cast<double>(std::exp(sink - m));
       // Normalize the probabilities rather than the output: out is then a convex combination
       // of V rows, as in the reference.
       simd::Scale<Isa>(s, n, static_cast<float>(1.0 / sum));

@@ -1,5 +1,6 @@
 #include "engine/ops/elementwise.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 
@@ -73,6 +74,15 @@ void GeluTanhMulScalar(float* gate, const float* up, int64_t count) {
   }
 }
 
+void SwigluOaiMulScalar(float* gate, const float* up, int64_t count, float alpha, float limit) {
+  assert(count >= 0);
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    gate[i] = g / (1.0f + std::exp(alpha * -g)) * (u + 1.0f);
+  }
+}
+
 void SoftCapScalar(float* x, int64_t count, float cap) {
   assert(cap > 0.0f);
   for (int64_t i = 0; i < count; ++i) x[i] = cap * std::tanh(x[i] / cap);
@@ -93,6 +103,11 @@ void SiluMul(float* gate, const float* up, int64_t count) {
 // without contraction, so every level computes the same float operations.
 void GeluTanhMul(float* gate, const float* up, int64_t count) {
   GeluTanhMulScalar(gate, up, count);
+}
+
+// Scalar for the same reason as GeluTanhMul (one libm exp).
+void SwigluOaiMul(float* gate, const float* up, int64_t count, float alpha, float limit) {
+  SwigluOaiMulScalar(gate, up, count, alpha, limit);
 }
 
 void AddBias(float* x, int64_t n, int64_t d, const float* bias) {
@@ -118,6 +133,9 @@ void SiluMul(float* gate, const float* up, int64_t count) {
 }
 void GeluTanhMul(float* gate, const float* up, int64_t count) {
   GeluTanhMulScalar(gate, up, count);
+}
+void SwigluOaiMul(float* gate, const float* up, int64_t count, float alpha, float limit) {
+  SwigluOaiMulScalar(gate, up, count, alpha, limit);
 }
 void SoftCap(float* x, int64_t count, float cap) { SoftCapScalar(x, count, cap); }
 

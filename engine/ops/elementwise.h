@@ -26,6 +26,11 @@ void SiluMul(float* gate, const float* up, int64_t count);
 // default rounds it through an F16 table; the exact form matches Hugging Face).
 void GeluTanhMul(float* gate, const float* up, int64_t count);
 
+// gpt-oss's clamped SwiGLU (llama.cpp's swiglu_oai): with g = min(gate[i], limit) and
+// u = clamp(up[i], -limit, limit), gate[i] = g / (1 + exp(-alpha g)) * (u + 1) for i < count,
+// in float with one libm exp, as ggml computes it.
+void SwigluOaiMul(float* gate, const float* up, int64_t count, float alpha, float limit);
+
 // x[r, i] += bias[i] for r < n rows of d elements.
 void AddBias(float* x, int64_t n, int64_t d, const float* bias);
 
@@ -35,13 +40,15 @@ void SoftCap(float* x, int64_t count, float cap);
 // acc[i] += x[i] for i < count (the residual connection; acc[n, d], x[n, d]).
 void Add(float* acc, const float* x, int64_t count);
 
-// The portable C++ forms of RmsNorm, SiluMul, GeluTanhMul and SoftCap (simd::Vec16<Portable>
-// lanes): every level's kernels give their bytes (issue #32: the level changes speed, never
-// answers); exposed, through the kernel table, so that the tests check each level.
+// The portable C++ forms of RmsNorm, SiluMul, GeluTanhMul, SwigluOaiMul and SoftCap
+// (simd::Vec16<Portable> lanes): every level's kernels give their bytes (issue #32: the level
+// changes speed, never answers); exposed, through the kernel table, so that the tests check each
+// level.
 namespace portable {
 void RmsNorm(const float* x, int64_t n, int64_t d, const float* w, float eps, float* out);
 void SiluMul(float* gate, const float* up, int64_t count);
 void GeluTanhMul(float* gate, const float* up, int64_t count);
+void SwigluOaiMul(float* gate, const float* up, int64_t count, float alpha, float limit);
 void SoftCap(float* x, int64_t count, float cap);
 }  // namespace portable
 

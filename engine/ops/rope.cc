@@ -19,6 +19,20 @@ struct RopeScratch {
   std::vector<float> sin;
 };
 
+// ggml_rope_yarn_corr_dims: the pair range [lo, hi] over which YaRN's ramp goes from
+// extrapolated to interpolated angles, computed in float as ggml does (the floor and ceil
+// can depend on the last bit).
+void YarnCorrDims(const RopeConfig& c, float* lo, float* hi) {
+  const auto dim = [&](float beta) {
+    return static_cast<float>(c.rope_dim) *
+           std::log(static_cast<float>(c.yarn_orig_ctx) /
+                    (beta * 2.0f * static_cast<float>(M_PI))) /
+           (2.0f * std::log(c.freq_base));
+  };
+  *lo = std::max(0.0f, std::floor(dim(c.yarn_beta_fast)));
+  *hi = std::min(static_cast<float>(c.rope_dim - 1), std::ceil(dim(c.yarn_beta_slow)));
+}
+
 RopeScratch& Prepare(const RopeConfig& c) {
   assert(c.n_heads >= 1 && c.head_dim >= 1);
   assert(c.rope_dim >= 0 && c.rope_dim % 2 == 0 && c.rope_dim <= c.head_dim);
@@ -28,10 +42,16 @@ RopeScratch& Prepare(const RopeConfig& c) {
   s.cos.resize(half);
   s.sin.resize(half);
   for (int64_t i = 0; i < half; ++i) {
-    s.inv_freq[i] = static_cast<double>(c.freq_scale) *
-                    std::pow(static_cast<double>(c.freq_base),
-                             -2.0 * static_cast<double>(i) / static_cast<double>(c.rope_dim));
-    if (c.freq_factors != nullptr) s.inv_freq[i] /= static_cast<double>(c.freq_factors[i]);
+    const double theta = std::pow(static_cast<double>(c.freq_base),
+                                  -2.0 * static_cast<double>(i) / static_cast<double>(c.rope_dim));
+    const double factor = c.freq_factors != nullptr ? c.freq_factors[i] : 1.0;
+    s.inv_freq[i] = static_cast<double>(c.freq_scale) * theta;
+    if (c.freq_factors != nullptr) s.inv_freq[i] /= factor;
+    if (c.yarn_orig_ctx > 0) {
+      // YaRN: the interpolated (scaled) and the extrapolated frequency, blended per pair.
+      const double mix = YarnRamp(c, i);
+      s.inv_freq[i] = s.inv_freq[i] * (1.0 - mix) + theta / factor * mix;
+    }
   }
   return s;
 }
@@ -91,7 +111,9 @@ class AngleCache {
 
   bool Matches(const RopeConfig& c) const {
     if (c.rope_dim != rope_dim_ || c.freq_base != freq_base_ || c.freq_scale != freq_scale_ ||
-        c.attn_factor != attn_factor_ || (c.freq_factors != nullptr) != !factors_.empty()) {
+        c.attn_factor != attn_factor_ || (c.freq_factors != nullptr) != !factors_.empty() ||
+        c.yarn_orig_ctx != yarn_orig_ctx_ || c.yarn_beta_fast != yarn_beta_fast_ ||
+        c.yarn_beta_slow != yarn_beta_slow_) {
       return false;
     }
     return c.freq_factors == nullptr ||
@@ -103,6 +125,9 @@ class AngleCache {
     freq_base_ = c.freq_base;
     freq_scale_ = c.freq_scale;
     attn_factor_ = c.attn_factor;
+    yarn_orig_ctx_ = c.yarn_orig_ctx;
+    yarn_beta_fast_ = c.yarn_beta_fast;
+    yarn_beta_slow_ = c.yarn_beta_slow;
     factors_.clear();
     if (c.freq_factors != nullptr) factors_.assign(c.freq_factors, c.freq_factors + c.rope_dim / 2);
     inv_freq_ = inv_freq;
@@ -114,6 +139,8 @@ class AngleCache {
   static constexpr size_t kSlots = 256;  // a 128-token prefill's q and k calls both hit
   int64_t rope_dim_ = -1;
   float freq_base_ = 0.0f, freq_scale_ = 0.0f, attn_factor_ = 0.0f;
+  int64_t yarn_orig_ctx_ = 0;
+  float yarn_beta_fast_ = 0.0f, yarn_beta_slow_ = 0.0f;
   std::vector<float> factors_;
   std::vector<double> inv_freq_;
   std::vector<float> table_;  // [kSlots, 2, rope_dim / 2]
@@ -164,6 +191,13 @@ void ShiftTransposed(const RopeConfig& config, int32_t delta, int64_t n_slots, i
 }
 
 }  // namespace
+
+float YarnRamp(const RopeConfig& config, int64_t pair) {
+  float lo, hi;
+  YarnCorrDims(config, &lo, &hi);
+  const float y = (static_cast<float>(pair) - lo) / std::max(0.001f, hi - lo);
+  return 1.0f - std::min(1.0f, std::max(0.0f, y));
+}
 
 void Rope(const RopeConfig& config, const int32_t* positions, int64_t n, float* x) {
   if (config.rope_dim == 0 || n == 0) return;

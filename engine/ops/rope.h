@@ -19,13 +19,29 @@ struct RopeConfig {
   // Optional [rope_dim / 2] divisors of each pair's frequency (llama.cpp's rope_freqs: Llama 3
   // scaling, Phi-3 longrope's long/short factors); nullptr = all 1. Borrowed, must outlive calls.
   const float* freq_factors = nullptr;
-  // Multiplies cos and sin (llama.cpp's attn_factor; Phi-3 longrope's attention factor).
+  // Multiplies cos and sin (llama.cpp's attn_factor; Phi-3 longrope's attention factor; YaRN's
+  // magnitude scale 1 + 0.1 ln(1 / freq_scale), which the caller puts here).
   float attn_factor = 1.0f;
+  // YaRN (ggml's rope_yarn with ext_factor 1) when yarn_orig_ctx > 0: pair i turns by
+  // pos * theta_i * ((1 - mix_i) * freq_scale + mix_i), theta_i = freq_base^(-2i / rope_dim) /
+  // freq_factors[i], blending the interpolated and the extrapolated angle by the ramp
+  // mix_i = 1 - clamp((i - lo) / max(0.001, hi - lo), 0, 1) between the correction dims
+  // lo = floor(D(beta_fast)), hi = ceil(D(beta_slow)) (clamped to [0, rope_dim - 1]), where
+  // D(b) = rope_dim ln(yarn_orig_ctx / (2 pi b)) / (2 ln freq_base) (ggml_rope_yarn_corr_dims,
+  // in float as ggml computes them). Still one frequency per pair, linear in the position: a
+  // shift stays one rotation at that frequency.
+  int64_t yarn_orig_ctx = 0;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
 };
+
+// The YaRN ramp mix_i of pair i (1: the extrapolated angle, 0: the interpolated one), as above.
+float YarnRamp(const RopeConfig& config, int64_t pair);
 
 // Rotates x [n, n_heads, head_dim] in place: for each head, pair i < rope_dim/2 ((2i, 2i+1), or
 // (i, i + rope_dim/2) when neox) turns by pos * freq_scale * freq_base^(-2i / rope_dim) /
-// freq_factors[i] with pos = positions[row] (int32), cos and sin scaled by attn_factor.
+// freq_factors[i] (YaRN: the blended frequency above) with pos = positions[row] (int32), cos
+// and sin scaled by attn_factor.
 // Angles, cos and sin are computed in double (once per row, shared by the heads), so large
 // positions lose no accuracy; llama.cpp's float angles differ by ~1e-4 relative at 10^4.
 void Rope(const RopeConfig& config, const int32_t* positions, int64_t n, float* x);

@@ -164,15 +164,40 @@ TEST_CASE("a sharded safetensors checkpoint loads as the single file does") {
   }
 }
 
+TEST_CASE("gpt-oss's GGUF hyperparameters: YaRN, sliding-window pattern, routing") {
+  auto gguf = GgufFile::Open(testing::ModelPath("moe/gpt-oss.gguf"));
+  REQUIRE(gguf.ok());
+  auto c = ConfigFromGguf(**gguf);
+  REQUIRE(c.ok());
+  CHECK(c->rope_yarn);
+  CHECK(c->rope_freq_scale == 1.0f / 32);
+  CHECK(c->n_ctx_orig == 512);
+  CHECK(c->yarn_beta_fast == 32.0f);
+  CHECK(c->yarn_beta_slow == 1.0f);
+  CHECK(c->rope_attn_factor == Approx(1 + 0.1 * std::log(32.0)).epsilon(1e-6));
+  CHECK(c->sliding_window == 16);
+  CHECK(c->swa_layers == std::vector<bool>{true, false});  // layer 0 sliding, layer 1 global
+  CHECK(c->moe.n_expert == 4);
+  CHECK(c->moe.n_expert_used == 2);
+  CHECK(c->moe.n_ff_expert == 192);
+  CHECK(c->moe.gating == MoeGating::kSoftmaxWeight);
+  CHECK(c->moe.act == FfnActivation::kSwigluOai);
+  CHECK(c->moe.biases);
+  CHECK_FALSE(c->moe.norm_topk);
+  CHECK_FALSE(c->tied_embeddings);
+}
+
 // After a shift, the first layer's cached keys equal those computed afresh at the new
 // positions (layer 0's K depends only on the token and its position; deeper layers' K also
 // depend on the dropped tokens, so no shift can make them equal a recomputation), for NEOX
-// RoPE, frequency factors, linear scaling, longrope's attention factor and Gemma 3's local base.
+// RoPE, frequency factors, linear scaling, longrope's attention factor, Gemma 3's local base
+// and gpt-oss's YaRN (with its magnitude scale, applied once).
 TEST_CASE("the context shift re-rotates keys exactly for every RoPE variant") {
-  for (const char* name : {"llama-rope-llama3.gguf", "llama-rope-linear-hf", "qwen2-hf",
-                           "qwen3-hd32.gguf", "phi3.gguf", "gemma2.gguf", "gemma3-hf"}) {
+  for (const char* name : {"arch/llama-rope-llama3.gguf", "arch/llama-rope-linear-hf",
+                           "arch/qwen2-hf", "arch/qwen3-hd32.gguf", "arch/phi3.gguf",
+                           "arch/gemma2.gguf", "arch/gemma3-hf", "moe/gpt-oss.gguf"}) {
     SECTION(name) {
-      auto model = Model::Load(testing::ModelPath(std::string("arch/") + name));
+      auto model = Model::Load(testing::ModelPath(name));
       REQUIRE(model.ok());
       CausalLm& m = (*model)->lm();
       const ModelConfig& c = m.config();

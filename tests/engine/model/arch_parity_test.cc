@@ -41,6 +41,7 @@ const ArchCase kCases[] = {
     {"qwen3moe", "qwen3moe.greedy.json", "moe", false},
     {"mixtral", "mixtral.greedy.json", "moe", false},
     {"qwen2moe", "qwen2moe.greedy.json", "moe", false},
+    {"gpt-oss", "gpt-oss.greedy.json", "moe", false},
 };
 
 std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, KvType type) {

@@ -2,6 +2,8 @@
 #include "engine/model/model.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -152,6 +154,55 @@ TEST_CASE("loading names the problem with a broken model", "[model]") {
     REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(m.status().message()),
                Catch::Contains("shape mismatch for tensor blk.0.ffn_up_exps.weight"));
+  }
+  SECTION("gpt-oss without a sink or bias tensor") {
+    for (const char* name :
+         {"blk.0.attn_sinks.weight", "blk.1.attn_output.bias", "blk.1.ffn_gate_inp.bias",
+          "blk.0.ffn_gate_exps.bias", "blk.1.ffn_up_exps.bias", "blk.0.ffn_down_exps.bias",
+          "blk.1.post_attention_norm.weight"}) {
+      INFO(name);
+      auto m = Model::Load(
+          WriteEditedModel([](GgufWriter&) {}, [&](const std::string& t) { return t != name; },
+                           [](const std::string&, std::vector<int64_t>&) {}, "moe/gpt-oss.gguf"));
+      REQUIRE(m.status().code() == absl::StatusCode::kNotFound);
+      CHECK_THAT(std::string(m.status().message()),
+                 Catch::Contains(std::string("missing tensor ") + name));
+    }
+    // A down bias of the wrong width, and YaRN keys out of range.
+    auto m =
+        Model::Load(WriteEditedModel([](GgufWriter&) {}, [](const std::string&) { return true; },
+                                     [](const std::string& name, std::vector<int64_t>& dims) {
+                                       if (name == "blk.0.ffn_down_exps.bias") dims[0] = 64;
+                                     },
+                                     "moe/gpt-oss.gguf"));
+    REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(m.status().message()),
+               Catch::Contains("shape mismatch for tensor blk.0.ffn_down_exps.bias"));
+    m = Model::Load(WriteEditedModel(
+        [](GgufWriter& w) { w.SetUint32("gpt-oss.rope.scaling.original_context_length", 0); },
+        [](const std::string&) { return true; }, [](const std::string&, std::vector<int64_t>&) {},
+        "moe/gpt-oss.gguf"));
+    REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(m.status().message()), Catch::Contains("YaRN"));
+    // A NaN sink would turn its head's attention into NaN: refused at load.
+    auto src = GgufFile::Open(testing::ModelPath("moe/gpt-oss.gguf"));
+    REQUIRE(src.ok());
+    GgufWriter w;
+    for (const auto& [key, value] : (*src)->metadata()) w.Set(key, value);
+    for (const GgufTensorInfo& t : (*src)->tensors()) {
+      std::vector<uint8_t> bytes(t.data, t.data + t.num_bytes);
+      if (t.name == "blk.1.attn_sinks.weight") {
+        const float nan = NAN;
+        std::memcpy(&bytes[3 * sizeof(float)], &nan, sizeof(float));
+      }
+      REQUIRE(w.AddTensor(t.name, t.type, t.dims, bytes).ok());
+    }
+    const std::string nan_sink = testing::ScratchDir() + "/nan_sink.gguf";
+    REQUIRE(w.Write(nan_sink).ok());
+    m = Model::Load(nan_sink);
+    REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(m.status().message()),
+               Catch::Contains("blk.1.attn_sinks.weight holds a non-finite value"));
   }
   SECTION("inconsistent hyperparameters") {
     std::string path =

@@ -48,7 +48,7 @@ struct Pool {
   }
 };
 
-// start, scale (0 = 1/sqrt(head_dim)) and softcap as in AttentionShape / PagedAttention.
+// start, scale (0 = 1/sqrt(head_dim)), softcap and sinks as in AttentionShape / PagedAttention.
 std::vector<double> RefAttention(Pool& pool, int64_t layer, const std::vector<float>& q,
                                  int64_t n_ctx, int64_t start = 0) {
   const AttentionShape& s = pool.shape;
@@ -67,7 +67,10 @@ std::vector<double> RefAttention(Pool& pool, int64_t layer, const std::vector<fl
       if (s.softcap > 0) sc[t] = s.softcap * std::tanh(sc[t] / s.softcap);
       max = std::max(max, sc[t]);
     }
-    double sum = 0.0;
+    // A sink (one logit per query head) joins the maximum and the denominator only.
+    const double sink = s.sinks != nullptr ? s.sinks[i] : -INFINITY;
+    max = std::max(max, sink);
+    double sum = std::exp(sink - max);
     for (double& v : sc) sum += (v = std::exp(v - max));
     for (int64_t t = start; t < n_ctx; ++t) {
       for (int64_t k = 0; k < s.head_dim; ++k) {
@@ -195,17 +198,92 @@ TEST_CASE("PagedAttention with a window start, a scale and soft-capping matches 
         absl::StatusCode::kInvalidArgument);
 }
 
+// gpt-oss's attention sinks: each query head's own extra logit in the denominator, against a
+// direct softmax (GQA groups, windows, F32 and BF16 tiles); sinks of -inf change no bit, and a
+// sink far above the scores leaves almost nothing of the head's output.
+TEST_CASE("PagedAttention with sinks matches a direct softmax with the extra logit") {
+  const AttentionShape shapes[] = {
+      {.n_heads = 8, .n_kv_heads = 4, .head_dim = 16, .block_size = 16},
+      {.n_heads = 8, .n_kv_heads = 2, .head_dim = 64, .block_size = 32, .scale = 0.05f},
+      {.n_heads = 6, .n_kv_heads = 2, .head_dim = 12, .block_size = 7, .softcap = 0.5f},
+      {.n_heads = 4, .n_kv_heads = 4, .head_dim = 8, .block_size = 40},
+  };
+  for (AttentionShape shape : shapes) {
+    // Sinks from well below to well above the scores, different per query head.
+    const std::vector<float> sinks = Random(shape.n_heads, 31 + shape.head_dim, -4.0f, 4.0f);
+    shape.sinks = sinks.data();
+    for (const auto& [n_ctx, start] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {16, 0}, {100, 84}, {130, 3}}) {
+      INFO("hd " << shape.head_dim << " bs " << shape.block_size << " n_ctx " << n_ctx << " start "
+                 << start);
+      Pool pool;
+      pool.shape = shape;
+      const int64_t n_blocks = (n_ctx + shape.block_size - 1) / shape.block_size;
+      pool.data = Random(n_blocks * pool.BlockFloats(), 7 + n_ctx, -2.0f, 2.0f);
+      for (int64_t b = 0; b < n_blocks; ++b) pool.order.push_back(n_blocks - 1 - b);
+      std::vector<const float*> kb, vb;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        kb.push_back(pool.K(pool.order[b], 0));
+        vb.push_back(pool.V(pool.order[b], 0));
+      }
+      const std::vector<float> q = Random(shape.n_heads * shape.head_dim, 8 + n_ctx, -3.0f, 3.0f);
+      std::vector<float> out(q.size(), NAN);
+      REQUIRE(PagedAttention(shape, q.data(), kb, vb, n_ctx, out.data(), start).ok());
+      const std::vector<double> ref = RefAttention(pool, 0, q, n_ctx, start);
+      for (size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == Approx(ref[i]).margin(2e-5));
+      // The same with the sinks ignored is really different (they matter here).
+      AttentionShape no_sinks = shape;
+      no_sinks.sinks = nullptr;
+      std::vector<float> plain(q.size(), NAN);
+      REQUIRE(PagedAttention(no_sinks, q.data(), kb, vb, n_ctx, plain.data(), start).ok());
+      double moved = 0;
+      for (size_t i = 0; i < out.size(); ++i)
+        moved = std::max(moved, double{std::abs(out[i] - plain[i])});
+      CHECK(moved > 1e-3);
+      // Sinks of -inf: exp(-inf) adds 0, the bytes of the call without sinks.
+      const std::vector<float> none(shape.n_heads, -INFINITY);
+      AttentionShape inf_sinks = shape;
+      inf_sinks.sinks = none.data();
+      std::vector<float> same(q.size(), NAN);
+      REQUIRE(PagedAttention(inf_sinks, q.data(), kb, vb, n_ctx, same.data(), start).ok());
+      CHECK(std::memcmp(same.data(), plain.data(), plain.size() * sizeof(float)) == 0);
+      // A sink 60 above every score takes all but e^-50 of the mass.
+      const std::vector<float> huge(shape.n_heads, 60.0f);
+      AttentionShape huge_sinks = shape;
+      huge_sinks.sinks = huge.data();
+      REQUIRE(PagedAttention(huge_sinks, q.data(), kb, vb, n_ctx, same.data(), start).ok());
+      for (float v : same) REQUIRE(std::abs(v) < 1e-12f);
+      // BF16 tiles: the same op on the widened values.
+      std::vector<uint16_t> data16(pool.data.size());
+      for (size_t i = 0; i < data16.size(); ++i) data16[i] = F32ToBF16(pool.data[i]);
+      for (size_t i = 0; i < data16.size(); ++i) pool.data[i] = BF16ToF32(data16[i]);
+      std::vector<const uint16_t*> kb16, vb16;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        kb16.push_back(data16.data() + (kb[b] - pool.data.data()));
+        vb16.push_back(data16.data() + (vb[b] - pool.data.data()));
+      }
+      std::vector<float> out16(q.size(), NAN);
+      REQUIRE(PagedAttention(shape, q.data(), kb16, vb16, n_ctx, out16.data(), start).ok());
+      const std::vector<double> ref16 = RefAttention(pool, 0, q, n_ctx, start);
+      for (size_t i = 0; i < out.size(); ++i) REQUIRE(out16[i] == Approx(ref16[i]).margin(2e-5));
+    }
+  }
+}
+
 // A token's kv heads split into ranges (the model's single-stream decode on several threads):
 // every head's output bytes as in the whole call, F32 and BF16 tiles, rows of other heads not
 // touched, and bad ranges refused.
 TEST_CASE("PagedAttention over kv head ranges gives the whole call's bytes") {
-  for (const AttentionShape& shape :
+  for (AttentionShape shape :
        {AttentionShape{.n_heads = 12, .n_kv_heads = 12, .head_dim = 16, .block_size = 16},
         AttentionShape{.n_heads = 8, .n_kv_heads = 2, .head_dim = 32, .block_size = 8},
         AttentionShape{
             .n_heads = 6, .n_kv_heads = 3, .head_dim = 12, .block_size = 7, .softcap = 0.5f}}) {
     INFO("heads " << shape.n_heads << " kv " << shape.n_kv_heads);
     const int64_t n_ctx = 75, start = shape.softcap > 0 ? 10 : 0;
+    // Sinks on one shape: a head range must index them by query head.
+    const std::vector<float> sinks = Random(shape.n_heads, 2, -1.0f, 3.0f);
+    if (shape.n_kv_heads == 2) shape.sinks = sinks.data();
     Pool pool;
     pool.shape = shape;
     const int64_t n_blocks = (n_ctx + shape.block_size - 1) / shape.block_size;
@@ -377,8 +455,8 @@ TEST_CASE("PagedAttention rejects bad arguments") {
 // Issue #32: every level's attention kernel gives the portable form's bytes (scripts/
 // test-isa-levels.sh runs this at each level the CPU has): head dims from 8 to 256 (vector
 // tails included), GQA groups 1-8 (query-head chunks of 1-4), block sizes that do and do not
-// divide the context, contexts up to 2048, windows, a scale and soft-capping, F32 and BF16 tiles,
-// some with NaN, infinite, huge and subnormal keys and values.
+// divide the context, contexts up to 2048, windows, a scale, soft-capping and sinks, F32 and BF16
+// tiles, some with NaN, infinite, huge and subnormal keys and values.
 TEST_CASE("PagedAttentionKernel gives the portable kernel's bytes at this level") {
   struct Case {
     AttentionShape shape;
@@ -386,6 +464,8 @@ TEST_CASE("PagedAttentionKernel gives the portable kernel's bytes at this level"
   };
   std::vector<Case> cases;
   uint32_t seed = 1;
+  // Attention sinks on every third case (up to 16 query heads), some above the scores.
+  const std::vector<float> sink_values = Random(16, 99, -3.0f, 12.0f);
   for (int64_t hd : {8, 16, 24, 40, 64, 72, 128, 256}) {
     for (int64_t group : {1, 2, 3, 4, 5, 8}) {
       const int64_t n_kv = group >= 5 ? 1 : 2;
@@ -398,6 +478,7 @@ TEST_CASE("PagedAttentionKernel gives the portable kernel's bytes at this level"
         if (seed % 4 == 0 && n_ctx > 20) c.start = n_ctx / 3;
         if (seed % 5 == 0) c.shape.softcap = 20.0f;
         if (seed % 7 == 0) c.shape.scale = 0.3f;
+        if (seed % 3 == 1) c.shape.sinks = sink_values.data();
         cases.push_back(c);
       }
     }
@@ -406,7 +487,8 @@ TEST_CASE("PagedAttentionKernel gives the portable kernel's bytes at this level"
     const AttentionShape& s = c.shape;
     INFO("heads " << s.n_heads << "/" << s.n_kv_heads << " hd " << s.head_dim << " bs "
                   << s.block_size << " n_ctx " << c.n_ctx << " start " << c.start << " softcap "
-                  << s.softcap << " scale " << s.scale << " seed " << seed);
+                  << s.softcap << " scale " << s.scale << " sinks " << (s.sinks != nullptr)
+                  << " seed " << seed);
     const int64_t n_blocks = (c.n_ctx + s.block_size - 1) / s.block_size;
     // Every fifth case has NaN, infinities, huge and subnormal keys and values mixed in.
     const bool specials = seed % 5 == 0;

@@ -75,7 +75,9 @@ TEST_CASE("RmsNorm gives the portable kernel's bytes at this level") {
   }
 }
 
-TEST_CASE("SiluMul, GeluTanhMul and SoftCap give the portable kernel's bytes at this level") {
+TEST_CASE(
+    "SiluMul, GeluTanhMul, SwigluOaiMul and SoftCap give the portable kernel's bytes at this "
+    "level") {
   for (int64_t count : testing::OneOrderLengths()) {
     for (bool specials : {false, true}) {
       INFO("count " << count << " specials " << specials);
@@ -91,6 +93,11 @@ TEST_CASE("SiluMul, GeluTanhMul and SoftCap give the portable kernel's bytes at 
       want = gate;
       GeluTanhMul(got.data(), up.data(), count);
       portable::GeluTanhMul(want.data(), up.data(), count);
+      CHECK(testing::SameBytesUpToNaN(got, want));
+      got = gate;
+      want = gate;
+      SwigluOaiMul(got.data(), up.data(), count, 1.702f, 7.0f);
+      portable::SwigluOaiMul(want.data(), up.data(), count, 1.702f, 7.0f);
       CHECK(testing::SameBytesUpToNaN(got, want));
       got = gate;
       want = gate;

@@ -1,5 +1,6 @@
 #include "engine/ops/rope.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -131,6 +132,107 @@ TEST_CASE("Rope's angle cache: interleaved settings and reused positions give fr
       std::vector<float> got = x;
       Rope(*cfg, pos.data(), static_cast<int64_t>(pos.size()), got.data());
       REQUIRE(got == fresh(*cfg, x));
+    }
+  }
+}
+
+// YaRN written out from its definition (ggml's rope_yarn, ext_factor 1), in double: the
+// correction dims, the ramp, the blended angle, cos/sin times attn_factor.
+std::vector<double> RefYarnRope(const RopeConfig& c, const std::vector<int32_t>& pos,
+                                const std::vector<float>& x) {
+  const double d = static_cast<double>(c.rope_dim);
+  auto corr_dim = [&](double beta) {
+    return d * std::log(c.yarn_orig_ctx / (beta * 2 * M_PI)) / (2 * std::log(c.freq_base));
+  };
+  const double lo = std::max(0.0, std::floor(corr_dim(c.yarn_beta_fast)));
+  const double hi = std::min(d - 1, std::ceil(corr_dim(c.yarn_beta_slow)));
+  std::vector<double> out(x.begin(), x.end());
+  for (size_t r = 0; r < pos.size(); ++r) {
+    for (int64_t h = 0; h < c.n_heads; ++h) {
+      double* v = out.data() + (r * c.n_heads + h) * c.head_dim;
+      for (int64_t i = 0; i < c.rope_dim / 2; ++i) {
+        const double extrap = pos[r] * std::pow(static_cast<double>(c.freq_base), -2.0 * i / d);
+        const double interp = extrap * c.freq_scale;
+        const double mix = 1 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+        const double theta = interp * (1 - mix) + extrap * mix;
+        const int64_t a = c.neox ? i : 2 * i, b = c.neox ? i + c.rope_dim / 2 : 2 * i + 1;
+        const double x0 = v[a], x1 = v[b], m = c.attn_factor;
+        v[a] = m * (x0 * std::cos(theta) - x1 * std::sin(theta));
+        v[b] = m * (x0 * std::sin(theta) + x1 * std::cos(theta));
+      }
+    }
+  }
+  return out;
+}
+
+TEST_CASE("YaRN Rope matches its definition, and a shift is still one rotation") {
+  const float mscale = 1.0f + 0.1f * std::log(32.0f);
+  // The gpt-oss test model's RoPE (correction dims 0 and 4 of 8 pairs) and gpt-oss-20b's
+  // (head_dim 64, base 150000, original context 4096: dims 8 and 18 of 32), both factor 32.
+  const RopeConfig configs[] = {
+      {.n_heads = 4,
+       .head_dim = 16,
+       .rope_dim = 16,
+       .freq_scale = 1.0f / 32,
+       .neox = true,
+       .attn_factor = mscale,
+       .yarn_orig_ctx = 512},
+      {.n_heads = 2,
+       .head_dim = 64,
+       .rope_dim = 64,
+       .freq_base = 150000.0f,
+       .freq_scale = 1.0f / 32,
+       .neox = true,
+       .attn_factor = mscale,
+       .yarn_orig_ctx = 4096},
+      {.n_heads = 2,
+       .head_dim = 32,
+       .rope_dim = 32,
+       .freq_scale = 0.25f,
+       .yarn_orig_ctx = 2048,
+       .yarn_beta_fast = 16.0f,
+       .yarn_beta_slow = 2.0f},
+  };
+  // The ramp of the first: extrapolated below pair 0's dim, interpolated from pair 4 on.
+  const float want_ramp[] = {1.0f, 0.75f, 0.5f, 0.25f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t i = 0; i < 8; ++i) CHECK(YarnRamp(configs[0], i) == want_ramp[i]);
+  const std::vector<int32_t> pos = {0, 1, 5, 16, 300, 4095, 16383};
+  for (const RopeConfig& c : configs) {
+    INFO("rope_dim " << c.rope_dim << " base " << c.freq_base);
+    const int64_t n = static_cast<int64_t>(pos.size()), row = c.n_heads * c.head_dim;
+    std::vector<float> x = Random(n * row, 9 + c.head_dim);
+    const std::vector<double> ref = RefYarnRope(c, pos, x);
+    // The same settings without YaRN first: its angle table must not be reused.
+    RopeConfig plain = c;
+    plain.yarn_orig_ctx = 0;
+    std::vector<float> y = x;
+    Rope(plain, pos.data(), n, y.data());
+    Rope(c, pos.data(), n, x.data());
+    for (size_t i = 0; i < x.size(); ++i) REQUIRE(x[i] == Approx(ref[i]).margin(2e-5));
+    CHECK(x != y);
+    // Rope at p, then shifted by -d (RopeShift and the cache's transposed form, which do not
+    // apply attn_factor again), equals Rope at p - d.
+    const int64_t slots = 5, ld = 8;
+    const std::vector<float> k = Random(slots * row, 13);
+    std::vector<int32_t> p(slots), p2(slots);
+    for (int64_t r = 0; r < slots; ++r) {
+      p[r] = static_cast<int32_t>(700 + 3 * r);
+      p2[r] = p[r] - 600;
+    }
+    std::vector<float> want = k, shifted = k;
+    Rope(c, p2.data(), slots, want.data());
+    Rope(c, p.data(), slots, shifted.data());
+    std::vector<float> kt(row * ld, 0.0f);
+    for (int64_t r = 0; r < slots; ++r) {
+      for (int64_t e = 0; e < row; ++e) kt[e * ld + r] = shifted[r * row + e];
+    }
+    RopeShift(c, -600, slots, shifted.data());
+    RopeShiftTransposed(c, -600, slots, ld, kt.data());
+    for (int64_t r = 0; r < slots; ++r) {
+      for (int64_t e = 0; e < row; ++e) {
+        REQUIRE(shifted[r * row + e] == Approx(want[r * row + e]).margin(1e-5));
+        REQUIRE(kt[e * ld + r] == Approx(shifted[r * row + e]).margin(1e-6));
+      }
     }
   }
 }
