@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "engine/format/dtype.h"
+#include "engine/model/moe_ffn.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/kernel_calibration.h"
@@ -101,16 +102,19 @@ absl::StatusOr<std::vector<float>> LoadNorm(const WeightSource& source, const st
 absl::Status LlamaModel::LoadFfn(const WeightSource& source, const std::string& p, Layer& L,
                                  const ops::LinearOptions& lo) {
   const int64_t d = config_.n_embd, ff = config_.n_ff;
+  std::unique_ptr<ops::Linear> gate, up, down;
   if (config_.arch->fused_gate_up) {
     TG_ASSIGN_OR_RETURN(auto gate_up,
                         MakeSplitLinear(source, p + "ffn_up.weight", {ff, ff}, d, lo));
-    L.w_gate = std::move(gate_up[0]);
-    L.w_up = std::move(gate_up[1]);
+    gate = std::move(gate_up[0]);
+    up = std::move(gate_up[1]);
   } else {
-    TG_ASSIGN_OR_RETURN(L.w_gate, MakeLinear(source, p + "ffn_gate.weight", ff, d, lo));
-    TG_ASSIGN_OR_RETURN(L.w_up, MakeLinear(source, p + "ffn_up.weight", ff, d, lo));
+    TG_ASSIGN_OR_RETURN(gate, MakeLinear(source, p + "ffn_gate.weight", ff, d, lo));
+    TG_ASSIGN_OR_RETURN(up, MakeLinear(source, p + "ffn_up.weight", ff, d, lo));
   }
-  TG_ASSIGN_OR_RETURN(L.w_down, MakeLinear(source, p + "ffn_down.weight", d, ff, lo));
+  TG_ASSIGN_OR_RETURN(down, MakeLinear(source, p + "ffn_down.weight", d, ff, lo));
+  L.ffn = std::make_unique<DenseFfn>(config_.arch->ffn_act, std::move(gate), std::move(up),
+                                     std::move(down));
   return absl::OkStatus();
 }
 
@@ -173,7 +177,7 @@ absl::Status LlamaModel::LoadMoe(const WeightSource& source, const std::string& 
     TG_ASSIGN_OR_RETURN(w.shared_down, MakeLinear(source, p + "ffn_down_shexp.weight", d, sh, lo));
     TG_ASSIGN_OR_RETURN(w.shared_gate_inp, source.LoadF32(p + "ffn_gate_inp_shexp.weight", {d}));
   }
-  L.moe = std::make_unique<MoeFfn>(m, d, std::move(w));
+  L.ffn = std::make_unique<MoeFfn>(m, d, std::move(w));
   return absl::OkStatus();
 }
 
@@ -283,18 +287,10 @@ void LlamaModel::CalibrateKernels(std::optional<ops::KernelSelectMode> mode) con
   // The decode matmuls in the order a step reads them (kernel_calibration.h).
   std::vector<ops::WeightView> weights;
   for (const Layer& layer : layers_) {
-    for (const ops::Linear* w : {layer.wq.get(), layer.wk.get(), layer.wv.get(), layer.wo.get(),
-                                 layer.w_gate.get(), layer.w_up.get(), layer.w_down.get()}) {
-      if (w != nullptr) weights.push_back(w->weights());
+    for (const ops::Linear* w : {layer.wq.get(), layer.wk.get(), layer.wv.get(), layer.wo.get()}) {
+      weights.push_back(w->weights());
     }
-    if (layer.moe != nullptr) {
-      // A decode step reads k experts of each layer: time k of them (which ones does not
-      // matter, they have one shape).
-      const MoeWeights& w = layer.moe->weights();
-      for (int e = 0; e < config_.moe.n_expert_used; ++e) {
-        for (const auto* part : {&w.gate, &w.up, &w.down}) weights.push_back((*part)[e]->weights());
-      }
-    }
+    layer.ffn->DecodeWeights(&weights);
   }
   weights.push_back(output_->weights());
   ops::CalibrationOptions options;
@@ -349,10 +345,6 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   s.k.resize(total * kv_dim);
   s.v.resize(total * kv_dim);
   s.attn.resize(total * q_dim);
-  if (!c.is_moe()) {
-    s.gate.resize(total * c.n_ff);
-    s.up.resize(total * c.n_ff);
-  }
   s.proj.resize(total * d);
   s.pos.resize(total);
 
@@ -414,11 +406,7 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
       ops::Add(&s.x[r0 * d], &s.proj[r0 * d], (r1 - r0) * d);
       ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.ffn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
     });
-    if (L.moe != nullptr) {
-      TG_RETURN_IF_ERROR(L.moe->Forward(s.xn.data(), total, s.proj.data()));
-    } else {
-      TG_RETURN_IF_ERROR(DenseFfn(L, total));
-    }
+    TG_RETURN_IF_ERROR(L.ffn->Forward(s.xn.data(), total, s.proj.data()));
     by_rows([&](int64_t r0, int64_t r1) {
       if (!L.post_ffn_norm.empty()) {
         ops::RmsNorm(&s.proj[r0 * d], r1 - r0, d, L.post_ffn_norm.data(), c.rms_eps,
@@ -453,18 +441,6 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   TG_RETURN_IF_ERROR(output_->Forward(s.last.data(), rows, logits->data()));
   if (c.final_softcap > 0.0f) ops::SoftCap(logits->data(), rows * c.n_vocab, c.final_softcap);
   return absl::OkStatus();
-}
-
-absl::Status LlamaModel::DenseFfn(Layer& L, int64_t total) {
-  const ModelConfig& c = config_;
-  Scratch& s = s_;
-  TG_RETURN_IF_ERROR(L.w_gate->Forward(s.xn.data(), total, s.gate.data()));
-  TG_RETURN_IF_ERROR(L.w_up->Forward(s.xn.data(), total, s.up.data()));
-  const int threads = total >= 32 ? ops::NumThreads() : 1;
-  ops::ParallelFor(total, 1, threads, [&](int64_t r0, int64_t r1) {
-    MoeFfn::Activate(c.arch->ffn_act, &s.gate[r0 * c.n_ff], &s.up[r0 * c.n_ff], (r1 - r0) * c.n_ff);
-  });
-  return L.w_down->Forward(s.gate.data(), total, s.proj.data());
 }
 
 absl::Status LlamaModel::ShiftContext(KvCache& cache, absl::Span<BlockTable* const> tables,

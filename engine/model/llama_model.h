@@ -16,8 +16,8 @@
 #include "engine/kv_cache/block_table.h"
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/causal_lm.h"
+#include "engine/model/feed_forward.h"
 #include "engine/model/model_config.h"
-#include "engine/model/moe_ffn.h"
 #include "engine/model/weight_source.h"
 #include "engine/ops/kernel_calibration.h"
 #include "engine/ops/linear.h"
@@ -78,15 +78,14 @@ class LlamaModel : public CausalLm {
     std::vector<float> attn_norm;  // [n_embd]
     std::vector<float> ffn_norm;   // [n_embd]
     std::unique_ptr<ops::Linear> wq, wk, wv, wo;
-    std::unique_ptr<ops::Linear> w_gate, w_up, w_down;  // the dense FFN, or null when `moe`
-    std::unique_ptr<MoeFfn> moe;                        // mixture-of-experts FFN, or null
-    std::vector<float> bq, bk, bv;                      // [q_dim], [kv_dim] x2, or empty
-    std::vector<float> bo;                              // [n_embd] or empty
-    std::vector<float> sinks;                           // [n_heads] attention sinks, or empty
-    std::vector<float> q_norm, k_norm;                  // [head_dim] each, or empty
-    std::vector<float> post_attn_norm, post_ffn_norm;   // [n_embd] each, or empty
-    ops::RopeConfig rope_q, rope_k;                     // this layer's RoPE (Gemma 3: per layer)
-    int window = 0;                                     // sliding window, 0 = global layer
+    std::unique_ptr<FeedForward> ffn;                  // DenseFfn or MoeFfn
+    std::vector<float> bq, bk, bv;                     // [q_dim], [kv_dim] x2, or empty
+    std::vector<float> bo;                             // [n_embd] or empty
+    std::vector<float> sinks;                          // [n_heads] attention sinks, or empty
+    std::vector<float> q_norm, k_norm;                 // [head_dim] each, or empty
+    std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd] each, or empty
+    ops::RopeConfig rope_q, rope_k;                    // this layer's RoPE (Gemma 3: per layer)
+    int window = 0;                                    // sliding window, 0 = global layer
   };
   // One sequence's cache blocks of the current layer, as PagedAttention reads them: k, v for
   // an F32 cache, k16, v16 for a BF16 one.
@@ -108,8 +107,6 @@ class LlamaModel : public CausalLm {
     std::vector<float> k;               // [T, n_kv_heads * head_dim]
     std::vector<float> v;               // [T, n_kv_heads * head_dim]
     std::vector<float> attn;            // [T, n_heads * head_dim]
-    std::vector<float> gate;            // [T, n_ff]
-    std::vector<float> up;              // [T, n_ff]
     std::vector<float> proj;            // [T, n_embd]
     std::vector<int32_t> pos;           // [T]
     std::vector<float> last;            // [rows, n_embd] rows that need logits
@@ -119,8 +116,6 @@ class LlamaModel : public CausalLm {
 
   LlamaModel(const ModelConfig& config) : config_(config) {}
   absl::Status Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, int layer);
-  // s_.proj = W_down · (act(W_gate · s_.xn) * W_up · s_.xn) over `total` rows.
-  absl::Status DenseFfn(Layer& layer, int64_t total);
   absl::StatusOr<std::unique_ptr<ops::Linear>> MakeLinear(const WeightSource& source,
                                                           const std::string& name, int64_t out,
                                                           int64_t in, const ops::LinearOptions& o);

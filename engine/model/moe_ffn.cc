@@ -54,14 +54,13 @@ void MoeFfn::Route(const MoeConfig& config, const float* logits, int32_t* expert
   }
 }
 
-void MoeFfn::Activate(FfnActivation act, float* gate, const float* up, int64_t count) {
-  switch (act) {
-    case FfnActivation::kSilu:
-      return ops::SiluMul(gate, up, count);
-    case FfnActivation::kGeluTanh:
-      return ops::GeluTanhMul(gate, up, count);
-    case FfnActivation::kSwigluOai:
-      return ops::SwigluOaiMul(gate, up, count, /*alpha=*/1.702f, /*limit=*/7.0f);
+void MoeFfn::DecodeWeights(std::vector<ops::WeightView>* out) const {
+  // Not the router: it stays F32 with exact compute, which the calibration does not choose.
+  for (int e = 0; e < config_.n_expert_used; ++e) {
+    for (const auto* part : {&w_.gate, &w_.up, &w_.down}) out->push_back((*part)[e]->weights());
+  }
+  for (const ops::Linear* w : {w_.shared_gate.get(), w_.shared_up.get(), w_.shared_down.get()}) {
+    if (w != nullptr) out->push_back(w->weights());
   }
 }
 
@@ -104,7 +103,7 @@ absl::Status MoeFfn::Forward(const float* x, int64_t rows, float* out) {
       ops::AddBias(ge_.data(), n, ff, &w_.gate_bias[e * ff]);
       ops::AddBias(ue_.data(), n, ff, &w_.up_bias[e * ff]);
     }
-    Activate(config_.act, ge_.data(), ue_.data(), n * ff);
+    GatedActivation(config_.act, ge_.data(), ue_.data(), n * ff);
     TG_RETURN_IF_ERROR(w_.down[e]->Forward(ge_.data(), n, ye_.data()));
     if (!w_.down_bias.empty()) ops::AddBias(ye_.data(), n, d, &w_.down_bias[e * d]);
     for (int64_t i = 0; i < n; ++i) {
@@ -134,7 +133,7 @@ absl::Status MoeFfn::RunShared(const float* x, int64_t rows, float* out) {
   ye_.resize(rows * d);
   TG_RETURN_IF_ERROR(w_.shared_gate->Forward(x, rows, ge_.data()));
   TG_RETURN_IF_ERROR(w_.shared_up->Forward(x, rows, ue_.data()));
-  Activate(config_.act, ge_.data(), ue_.data(), rows * ff);
+  GatedActivation(config_.act, ge_.data(), ue_.data(), rows * ff);
   TG_RETURN_IF_ERROR(w_.shared_down->Forward(ge_.data(), rows, ye_.data()));
   for (int64_t r = 0; r < rows; ++r) {
     double dot = 0.0;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/model/feed_forward.h"
 #include "engine/model/model_config.h"
 #include "engine/ops/linear.h"
 
@@ -37,14 +38,16 @@ struct MoeWeights {
   std::vector<float> router_bias, gate_bias, up_bias, down_bias;
 };
 
-class MoeFfn {
+class MoeFfn : public FeedForward {
  public:
   MoeFfn(const MoeConfig& config, int64_t n_embd, MoeWeights weights)
       : config_(config), n_embd_(n_embd), w_(std::move(weights)) {}
 
   // x: [rows, n_embd] normed inputs; out: [rows, n_embd] the layer's outputs (before the
   // residual add). Not reentrant (scratch buffers), like the model that owns it.
-  absl::Status Forward(const float* x, int64_t rows, float* out);
+  absl::Status Forward(const float* x, int64_t rows, float* out) override;
+  // The router and k experts' matrices (which k does not matter: they share one shape).
+  void DecodeWeights(std::vector<ops::WeightView>* out) const override;
 
   // One token's routing from its [n_expert] router logits (biases included): the k best
   // experts, highest first (ties: the lower index), into `experts` [k], and their weights into
@@ -52,10 +55,6 @@ class MoeFfn {
   // to 1 when config.norm_topk); kSoftmaxWeight: the k highest logits, weighted by a softmax
   // over those k (llama.cpp's SOFTMAX_WEIGHT).
   static void Route(const MoeConfig& config, const float* logits, int32_t* experts, float* weights);
-
-  // gate[i] = act(gate[i], up[i]) for i < count, the FFN's gated activation (`act` as
-  // ArchSpec::ffn_act; gpt-oss's alpha 1.702 and limit 7 as llama.cpp hard-codes them).
-  static void Activate(FfnActivation act, float* gate, const float* up, int64_t count);
 
   const MoeWeights& weights() const { return w_; }
 

@@ -77,7 +77,7 @@ TEST_CASE("the clamped SwiGLU of gpt-oss: x sigmoid(1.702 x) (y + 1), x <= 7, |y
   std::vector<float> gate = {-20.0f, -3.0f, -0.5f, 0.0f, 0.7f, 6.9f, 7.0f, 7.5f, 300.0f, 2.0f};
   const std::vector<float> up = {0.3f, -9.0f, 8.0f, 1.0f, -1.0f, 0.0f, 7.0f, -7.5f, 2.0f, 50.0f};
   const std::vector<float> g0 = gate;
-  MoeFfn::Activate(FfnActivation::kSwigluOai, gate.data(), up.data(), gate.size());
+  GatedActivation(FfnActivation::kSwigluOai, gate.data(), up.data(), gate.size());
   for (size_t i = 0; i < gate.size(); ++i) {
     INFO("gate " << g0[i] << " up " << up[i]);
     const double x = std::min(double{g0[i]}, 7.0);
@@ -88,7 +88,7 @@ TEST_CASE("the clamped SwiGLU of gpt-oss: x sigmoid(1.702 x) (y + 1), x <= 7, |y
   CHECK(gate[8] == Approx(7.0 / (1 + std::exp(-1.702 * 7.0)) * 3.0).epsilon(1e-6));
   // The other activations through the same entry point.
   std::vector<float> silu = g0;
-  MoeFfn::Activate(FfnActivation::kSilu, silu.data(), up.data(), silu.size());
+  GatedActivation(FfnActivation::kSilu, silu.data(), up.data(), silu.size());
   CHECK(silu[4] == Approx(0.7 / (1 + std::exp(-0.7)) * -1.0).epsilon(1e-6));
 }
 
