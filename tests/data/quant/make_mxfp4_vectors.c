@@ -73,15 +73,33 @@ static void Fill(float* x) {
       const int b = c / 32, j = c % 32;
       float v = 0.0f;
       switch (r) {
-        case 0: v = 0.0f; break;
-        case 1: v = 0.5f; break;
-        case 2: v = -2.0f; break;
-        case 3: v = 3.0f; break;
-        case 4: v = (float)Normal(); break;
-        case 5: v = (float)(0.02 * Normal()); break;
-        case 6: v = (float)(100 * Normal()); break;
-        case 7: v = (c % 2) ? -1.0f : 1.0f; break;
-        case 8: v = c == 100 ? 1.0f : 0.0f; break;
+        case 0:
+          v = 0.0f;
+          break;
+        case 1:
+          v = 0.5f;
+          break;
+        case 2:
+          v = -2.0f;
+          break;
+        case 3:
+          v = 3.0f;
+          break;
+        case 4:
+          v = (float)Normal();
+          break;
+        case 5:
+          v = (float)(0.02 * Normal());
+          break;
+        case 6:
+          v = (float)(100 * Normal());
+          break;
+        case 7:
+          v = (c % 2) ? -1.0f : 1.0f;
+          break;
+        case 8:
+          v = c == 100 ? 1.0f : 0.0f;
+          break;
         case 9: {
           static const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 4.0f};
           v = mids[j % 8] * ((j / 8) % 2 ? -1.0f : 1.0f);
@@ -107,22 +125,44 @@ static void Fill(float* x) {
           if (j == 0) v = (b % 2) ? nextafterf(p, 0.0f) : p;
           break;
         }
-        case 13: v = (float)(Normal() * 1e30); break;
-        case 14: v = j == 5 ? 3.4e38f : (float)(Normal() * 1e37); break;
-        case 15: v = (float)(Normal() * 1e-30); break;
-        case 16: v = (float)(Normal() * ldexp(1.0, -125 + (b % 4) - 2)); break;
-        case 17: v = (float)(Normal() * ldexp(1.0, -126 - 2 * b)); break;
-        case 18: v = (float)(Normal() * 1e-40); break;
-        case 19: v = j == 3 ? NAN : (float)Normal(); break;
+        case 13:
+          v = (float)(Normal() * 1e30);
+          break;
+        case 14:
+          v = j == 5 ? 3.4e38f : (float)(Normal() * 1e37);
+          break;
+        case 15:
+          v = (float)(Normal() * 1e-30);
+          break;
+        case 16:
+          v = (float)(Normal() * ldexp(1.0, -125 + (b % 4) - 2));
+          break;
+        case 17:
+          v = (float)(Normal() * ldexp(1.0, -126 - 2 * b));
+          break;
+        case 18:
+          v = (float)(Normal() * 1e-40);
+          break;
+        case 19:
+          v = j == 3 ? NAN : (float)Normal();
+          break;
         case 20:
           v = (float)Normal();
           if (c == 7) v = INFINITY;
           if (c == 40) v = -INFINITY;
           break;
-        case 21: v = c == 7 ? -0.25f : -0.0f; break;
-        case 22: v = (float)(-1.0 + 2.0 * c / (kCols - 1)); break;
-        case 23: v = (float)(c % 16 - 8); break;
-        case 24: v = (float)(Normal() * pow(10.0, b - 4)); break;
+        case 21:
+          v = c == 7 ? -0.25f : -0.0f;
+          break;
+        case 22:
+          v = (float)(-1.0 + 2.0 * c / (kCols - 1));
+          break;
+        case 23:
+          v = (float)(c % 16 - 8);
+          break;
+        case 24:
+          v = (float)(Normal() * pow(10.0, b - 4));
+          break;
         case 25: {
           double g = Normal(), h = Normal();
           v = (float)(g / sqrt(fabs(h) + 1e-3));
@@ -133,16 +173,24 @@ static void Fill(float* x) {
           v = (float)((u < 0 ? 1 : -1) * log(1 - 2 * fabs(u)));
           break;
         }
-        case 27: v = (float)Uniform(); break;
-        case 28: v = (float)-Uniform(); break;
-        case 29: v = (float)(10 + 0.1 * Normal()); break;
+        case 27:
+          v = (float)Uniform();
+          break;
+        case 28:
+          v = (float)-Uniform();
+          break;
+        case 29:
+          v = (float)(10 + 0.1 * Normal());
+          break;
         case 30: {
           static double scale[8];
           if (j == 0) scale[b] = pow(10.0, -6 + 12 * Uniform());
           v = (float)(Normal() * scale[b]);
           break;
         }
-        case 31: v = ldexpf((float)Normal(), -20 + (int)(Next() % 41)); break;
+        case 31:
+          v = ldexpf((float)Normal(), -20 + (int)(Next() % 41));
+          break;
       }
       row[c] = v;
     }
@@ -177,7 +225,8 @@ int main(int argc, char** argv) {
     const char* name;
     enum ggml_type type;
     void* data;
-  } ts[] = {{"source", GGML_TYPE_F32, src}, {"mxfp4", GGML_TYPE_MXFP4, q},
+  } ts[] = {{"source", GGML_TYPE_F32, src},
+            {"mxfp4", GGML_TYPE_MXFP4, q},
             {"dequant", GGML_TYPE_F32, deq}};
   for (int i = 0; i < 3; ++i) {
     struct ggml_tensor* t = ggml_new_tensor_2d(ctx, ts[i].type, kCols, kRows);
