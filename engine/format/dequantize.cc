@@ -35,6 +35,8 @@ void DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
       return quant_ref::IQ4_NL<F16ToF32>(static_cast<const BlockIQ4_NL*>(src), dst, nb);
     case DType::kIQ4_XS:
       return quant_ref::IQ4_XS<F16ToF32>(static_cast<const BlockIQ4_XS*>(src), dst, nb);
+    case DType::kMXFP4:
+      return quant_ref::MXFP4(static_cast<const BlockMXFP4*>(src), dst, nb);
     default:
       return;  // F32/F16/BF16/Q8_0: ToF32's own cases
   }

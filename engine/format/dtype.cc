@@ -52,6 +52,7 @@ constexpr TypeInfo kTypes[] = {
     {DType::kQ6_K, kGgmlTypeQ6_K, "Q6_K", kQkK, sizeof(BlockQ6_K)},
     {DType::kIQ4_NL, kGgmlTypeIQ4_NL, "IQ4_NL", kQkSmall, sizeof(BlockIQ4_NL)},
     {DType::kIQ4_XS, kGgmlTypeIQ4_XS, "IQ4_XS", kQkK, sizeof(BlockIQ4_XS)},
+    {DType::kMXFP4, kGgmlTypeMXFP4, "MXFP4", kQkSmall, sizeof(BlockMXFP4)},
 };
 static_assert(std::size(kTypes) == kNumDTypes);
 static_assert([] {
@@ -77,7 +78,7 @@ absl::StatusOr<DType> DTypeFromGgmlType(uint32_t ggml_type) {
     return absl::UnimplementedError(absl::StrCat(
         "unsupported ggml tensor type ", ggml_type, " (", std::string(name),
         "); supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, "
-        "Q6_K, IQ4_NL, IQ4_XS"));
+        "Q6_K, IQ4_NL, IQ4_XS, MXFP4"));
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown ggml tensor type id ", ggml_type));
 }

@@ -28,8 +28,9 @@ enum class DType : uint8_t {
   kQ6_K,    // 256 values, 210 bytes
   kIQ4_NL,  // 32 values, 18 bytes
   kIQ4_XS,  // 256 values, 136 bytes
+  kMXFP4,   // 32 values, 17 bytes (one E8M0 scale byte, 32 E2M1 codes)
 };
-inline constexpr int kNumDTypes = 15;
+inline constexpr int kNumDTypes = 16;
 
 inline constexpr int64_t kQ8_0BlockSize = 32;
 inline constexpr size_t kQ8_0BlockBytes = 34;
@@ -56,6 +57,7 @@ inline constexpr uint32_t kGgmlTypeQ6_K = 14;
 inline constexpr uint32_t kGgmlTypeIQ4_NL = 20;
 inline constexpr uint32_t kGgmlTypeIQ4_XS = 23;
 inline constexpr uint32_t kGgmlTypeBF16 = 30;
+inline constexpr uint32_t kGgmlTypeMXFP4 = 39;
 
 // Maps a ggml type id (GGUF tensor info) to a DType. A real ggml type this engine does not
 // support (e.g. 16 = IQ2_XXS) gives Unimplemented; an id ggml does not define gives

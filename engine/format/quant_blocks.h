@@ -19,10 +19,14 @@
 //   Q6_K   x = d * sc * (q - 32)          16 sub-blocks of 16, int8 sc, q 4 bits + 2 high bits
 //   IQ4_NL x = d * kIq4nlValues[q]        q: 4-bit index into a non-linear table
 //   IQ4_XS as IQ4_NL in 8 sub-blocks of 32 with 6-bit scales (sc - 32) and one F16 d
+//   MXFP4  x = Mxfp4HalfScale(e) * kMxfp4Values[q]   e: E8M0 byte (2^(e - 127)); q: 4-bit E2M1
+//          code, low nibbles = values 0..15, high = 16..31 (the OCP MX format, block of 32)
 //   Q8_K   (activations only) x = d * q, d F32; bsums = sums of 16 consecutive q
 #ifndef TEXTGEN_ENGINE_FORMAT_QUANT_BLOCKS_H_
 #define TEXTGEN_ENGINE_FORMAT_QUANT_BLOCKS_H_
 
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -94,6 +98,10 @@ struct BlockIQ4_NL {
   uint16_t d;
   uint8_t qs[kQkSmall / 2];
 };
+struct BlockMXFP4 {
+  uint8_t e;  // E8M0 shared exponent: the block's scale is 2^(e - 127)
+  uint8_t qs[kQkSmall / 2];
+};
 struct BlockIQ4_XS {
   uint16_t d;
   uint16_t scales_h;  // high 2 bits of the 8 6-bit scales
@@ -121,11 +129,33 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockMXFP4) == 17);
 static_assert(sizeof(BlockQ8_K) == 292);
 
 // IQ4_NL / IQ4_XS: the 16 values a 4-bit index selects (ggml's kvalues_iq4nl).
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// MXFP4: the E2M1 values of the 16 codes, doubled so that they are integers (ggml's
+// kvalues_mxfp4: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, times 2; code 8 is -0, which
+// ggml stores as 0). Mxfp4HalfScale compensates: value = kMxfp4Values[q] * 2^(e - 128).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
+// MXFP4: half the block scale, 2^(e - 128), as an F32 (ggml's ggml_e8m0_to_fp32_half): e = 0
+// and 1 give the subnormals 2^-128 and 2^-127; e = 255 gives 2^127 (ggml does not treat E8M0's
+// NaN code specially, and neither do we: the value is what its dequantizer computes). A table,
+// so the kernels pay one load per block and no branch. Note e = 0 is what an all-zero block
+// gets: its subnormal scale makes the kernels' products subnormal, which x86 computes slowly
+// (with every 13th block so, a 2880 x 2880 decode GEMV took 1.5x as long on an AVX2 EPYC).
+inline constexpr std::array<float, 256> kMxfp4HalfScales = [] {
+  std::array<float, 256> t{};
+  for (uint32_t e = 0; e < 256; ++e) {
+    t[e] = std::bit_cast<float>(e < 2 ? uint32_t{0x00200000} << e : (e - 1) << 23);
+  }
+  return t;
+}();
+inline float Mxfp4HalfScale(uint8_t e) { return kMxfp4HalfScales[e]; }
 
 // Q3_K: the 16 6-bit scales (0..63, value sc - 32) from the 12 packed bytes (ggml's
 // dequantize_row_q3_K: low 4 bits in bytes 0-7, high 2 bits in bytes 8-11).

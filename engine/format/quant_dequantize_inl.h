@@ -217,6 +217,18 @@ inline void IQ4_XS(const BlockIQ4_XS* x, float* y, int64_t nb) {
   }
 }
 
+// No F16 field: MXFP4's scale is the E8M0 byte (Mxfp4HalfScale, half the scale, with the
+// doubled table), so no H parameter.
+inline void MXFP4(const BlockMXFP4* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQkSmall) {
+    const float d = Mxfp4HalfScale(x[i].e);
+    for (int j = 0; j < kQkSmall / 2; ++j) {
+      y[j] = static_cast<float>(kMxfp4Values[x[i].qs[j] & 0xF]) * d;
+      y[j + 16] = static_cast<float>(kMxfp4Values[x[i].qs[j] >> 4]) * d;
+    }
+  }
+}
+
 TG_ISA_END
 }  // namespace textgen::quant_ref
 

@@ -134,6 +134,8 @@ RowQuantizer RowQuantizerOf(DType type) {
       return &QuantizeRowQ5_1;
     case DType::kIQ4_NL:
       return &QuantizeRowIQ4_NL;
+    case DType::kMXFP4:
+      return &QuantizeRowMXFP4;
     case DType::kQ2_K:
       return &QuantizeRowQ2_K;
     case DType::kQ3_K:

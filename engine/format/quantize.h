@@ -17,7 +17,8 @@ namespace textgen {
 // d = max|x| / 127, q = roundf(x / d) (ties away from zero), d stored as F16; an all-zero block
 // has d = 0 and q = 0. Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (blocks of 32) and Q2_K..Q6_K, IQ4_XS
 // (super-blocks of 256) follow ggml's reference quantizers without an importance matrix, what
-// llama-quantize writes (quantize_rows.h), byte for byte on llama.cpp's own test vectors.
+// llama-quantize writes (quantize_rows.h), byte for byte on llama.cpp's own test vectors;
+// MXFP4 (blocks of 32) as ggml's quantize_row_mxfp4_ref, the only MXFP4 quantizer ggml has.
 // Blocks are independent, so `src` may hold several rows of a tensor, and the bytes do not
 // depend on how a tensor is split between calls (threads may convert disjoint rows).
 // InvalidArgument when n is not a whole number of the type's blocks, or when dst.size() is

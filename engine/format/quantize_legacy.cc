@@ -1,4 +1,4 @@
-// Quantizers for the 32-value block formats Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL, operation for
+// Quantizers for the 32-value block formats Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4, operation for
 // operation as ggml's reference quantizers, so the bytes match llama-quantize's (see
 // quantize_rows.h for why the order of float operations matters).
 #include <algorithm>
@@ -199,6 +199,58 @@ void QuantizeRowIQ4_NL(const float* x, void* vy, int64_t n) {
     uint8_t l[kQK];
     for (int j = 0; j < kQK; ++j) l[j] = static_cast<uint8_t>(BestIndexInt8(16, values, id * x[j]));
     for (int j = 0; j < kQK / 2; ++j) y[i].qs[j] = static_cast<uint8_t>(l[j] | (l[j + 16] << 4));
+  }
+}
+
+namespace {
+
+// ggml stores the exponent as `(uint8_t) f` for a float f = floor(log2(amax)) - 2 + 127, which
+// is undefined in C when f < 0 (amax below 2^-125) or f = inf (amax = inf). What llama.cpp's
+// x86-64 build does, and what we reproduce: truncate to a 32-bit int (cvttss2si, whose answer
+// out of range is INT32_MIN) and keep the low byte. So amax = 2^-130 gives e = 251, a huge
+// scale whose every code is 0: the block dequantizes to zeros, as ggml's does.
+uint8_t Mxfp4Exponent(float f) {
+  if (!(f >= -2147483648.0f && f < 2147483648.0f)) return 0;
+  return static_cast<uint8_t>(static_cast<uint32_t>(static_cast<int32_t>(f)) & 0xFF);
+}
+
+// ggml's best_index_mxfp4: the code whose value times d is nearest x, the first on ties (so
+// 0 rather than -0), comparing |value * d - x| (value * d is exact: a small integer times a
+// power of two).
+uint8_t Mxfp4Code(float x, float d) {
+  int best = 0;
+  float best_err = std::fabs(static_cast<float>(kMxfp4Values[0]) * d - x);
+  for (int i = 1; i < 16; ++i) {
+    const float err = std::fabs(static_cast<float>(kMxfp4Values[i]) * d - x);
+    if (err < best_err) {
+      best = i;
+      best_err = err;
+    }
+  }
+  return static_cast<uint8_t>(best);
+}
+
+}  // namespace
+
+// MXFP4 as ggml's quantize_row_mxfp4_ref (what llama-quantize writes; it takes no importance
+// matrix): the scale 2^(e - 127) with e - 127 = floor(log2 amax) - 2 puts amax / scale in
+// [4, 8), so the largest code (6) saturates the block's largest values above 6 x scale; then
+// each value takes its nearest code.
+void QuantizeRowMXFP4(const float* x, void* vy, int64_t n) {
+  BlockMXFP4* y = static_cast<BlockMXFP4*>(vy);
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]);
+    }
+    // log2f, floorf and the float sum exactly as ggml writes them.
+    const uint8_t e =
+        amax > 0.0f ? Mxfp4Exponent(std::floor(std::log2(amax)) - 2.0f + 127.0f) : uint8_t{0};
+    const float d = Mxfp4HalfScale(e);
+    y[i].e = e;
+    for (int j = 0; j < kQK / 2; ++j) {
+      y[i].qs[j] = static_cast<uint8_t>(Mxfp4Code(x[j], d) | (Mxfp4Code(x[j + kQK / 2], d) << 4));
+    }
   }
 }
 

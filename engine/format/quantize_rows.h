@@ -23,6 +23,7 @@ void QuantizeRowQ4_1(const float* x, void* y, int64_t n);
 void QuantizeRowQ5_0(const float* x, void* y, int64_t n);
 void QuantizeRowQ5_1(const float* x, void* y, int64_t n);
 void QuantizeRowIQ4_NL(const float* x, void* y, int64_t n);
+void QuantizeRowMXFP4(const float* x, void* y, int64_t n);
 
 // Super-blocks of 256 (quantize_k.cc).
 void QuantizeRowQ2_K(const float* x, void* y, int64_t n);

@@ -87,7 +87,7 @@ void KQuantFast(const WeightView& w, const float* x, int64_t n, float* y, int th
          });
 }
 
-// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL x Q8_1 activations.
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 x Q8_1 activations.
 void SmallQuantFast(const WeightView& w, const float* x, int64_t n, float* y, int threads) {
   // Activations quantized to Q8_1 blocks once per call: xs [n, in/32].
   thread_local std::vector<BlockQ8_1> xs;
@@ -178,7 +178,7 @@ constexpr FormatCatalogue MakeCatalogue() {
     put(WeightType::kQ8_0, {kQ8_0, fast, fast, true});
   }
   for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
-                       WeightType::kIQ4_NL}) {
+                       WeightType::kIQ4_NL, WeightType::kMXFP4}) {
     put(t, {kQuant, kSmall, kSmall, false});
   }
   for (WeightType t : {WeightType::kQ2_K, WeightType::kQ3_K, WeightType::kQ4_K, WeightType::kQ5_K,

@@ -22,7 +22,7 @@ enum class ActivationKind : uint8_t {
   kBf16,       // rounded to BF16, multiplied by VDPBF16PS (BF16 weights)
   kBf16InF32,  // rounded to BF16 and widened back: F32 FMAs with exact BF16 x BF16 products
   kQ8_0,       // quantized to Q8_0 blocks of 32: int8 dot products (Q8_0 weights)
-  kQ8_1,       // quantized to Q8_1 blocks of 32 (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL)
+  kQ8_1,       // quantized to Q8_1 blocks of 32 (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4)
   kQ8_K,       // quantized to Q8_K blocks of 256 (the K-quants and IQ4_XS)
 };
 

@@ -41,6 +41,8 @@ void DecodeRowF32(WeightType type, const uint8_t* src, float* dst, int64_t n) {
       return quant_ref::IQ4_NL<half::F16ToF32>(reinterpret_cast<const BlockIQ4_NL*>(src), dst, nb);
     case WeightType::kIQ4_XS:
       return quant_ref::IQ4_XS<half::F16ToF32>(reinterpret_cast<const BlockIQ4_XS*>(src), dst, nb);
+    case WeightType::kMXFP4:
+      return quant_ref::MXFP4(reinterpret_cast<const BlockMXFP4*>(src), dst, nb);
     default:
       return;
   }

@@ -66,8 +66,31 @@ void Values(const BlockIQ4_NL& b, int q[kQkSmall], int* offset) {
   *offset = 0;
 }
 
+template <>
+void Values(const BlockMXFP4& b, int q[kQkSmall], int* offset) {
+  for (int l = 0; l < 16; ++l) {
+    q[l] = kMxfp4Values[b.qs[l] & 0xF];
+    q[l + 16] = kMxfp4Values[b.qs[l] >> 4];
+  }
+  *offset = 0;
+}
+
 template <typename Block>
 constexpr bool kHasMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
+// The formats whose 4-bit codes index a signed int8 table (IQ4_NL, MXFP4).
+template <typename Block>
+constexpr bool kTable = std::is_same_v<Block, BlockIQ4_NL> || std::is_same_v<Block, BlockMXFP4>;
+
+// The block's scale as F32: its F16 d, or MXFP4's E8M0 byte (half the scale: the table is
+// doubled).
+template <typename Block>
+inline float Scale(const Block& b) {
+  if constexpr (std::is_same_v<Block, BlockMXFP4>) {
+    return Mxfp4HalfScale(b.e);
+  } else {
+    return half::F16ToF32(b.d);
+  }
+}
 
 template <typename Block>
 float Dot(const Block& w, const BlockQ8_1& a) {
@@ -75,7 +98,7 @@ float Dot(const Block& w, const BlockQ8_1& a) {
   Values(w, q, &offset);
   int32_t sumi = offset * a.sum;
   for (int l = 0; l < kQkSmall; ++l) sumi += q[l] * a.qs[l];
-  const float r = half::F16ToF32(w.d) * a.d * static_cast<float>(sumi);
+  const float r = Scale(w) * a.d * static_cast<float>(sumi);
   if constexpr (kHasMin<Block>) return r + half::F16ToF32(w.m) * a.s;
   return r;
 }
@@ -130,11 +153,12 @@ inline __m256i HighBits(const uint8_t* qh) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
 }
 
-// A weight block decoded once for every activation row: u8 values (or, for IQ4_NL, |v| and
-// the signs to give the activations), the integer offset per unit of sum(q_x), d and min.
+// A weight block decoded once for every activation row: u8 values (or, for IQ4_NL and MXFP4,
+// |v| and the signs to give the activations), the integer offset per unit of sum(q_x), d and
+// min.
 struct Decoded {
   __m256i u;
-  __m256i sign;  // IQ4_NL only: the table values, whose signs move onto the activations
+  __m256i sign;  // IQ4_NL, MXFP4: the table values, whose signs move onto the activations
   int offset;
   float d, m;
 };
@@ -142,10 +166,11 @@ struct Decoded {
 template <typename Block>
 inline Decoded Decode(const Block& b) {
   Decoded k{};
-  k.d = half::F16ToF32(b.d);
-  if constexpr (std::is_same_v<Block, BlockIQ4_NL>) {
-    const __m256i table = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  k.d = Scale(b);
+  if constexpr (kTable<Block>) {
+    const int8_t* values = std::is_same_v<Block, BlockIQ4_NL> ? kIq4nlValues : kMxfp4Values;
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
     k.sign = _mm256_shuffle_epi8(table, Nibbles(b.qs));
     k.u = _mm256_sign_epi8(k.sign, k.sign);
   } else if constexpr (std::is_same_v<Block, BlockQ4_0> || std::is_same_v<Block, BlockQ4_1>) {
@@ -174,9 +199,9 @@ inline void RowTile(const Block* row, int64_t nb, const BlockQ8_1* xq, float* y,
     for (int i = 0; i < MR; ++i) {
       const BlockQ8_1& a = xq[i * nb + b];
       __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
-      if constexpr (std::is_same_v<Block, BlockIQ4_NL>) x = _mm256_sign_epi8(x, k.sign);
+      if constexpr (kTable<Block>) x = _mm256_sign_epi8(x, k.sign);
       __m256i s = _mm256_setzero_si256();
-      if constexpr (!std::is_same_v<Block, BlockIQ4_NL> && !kHasMin<Block>) {
+      if constexpr (!kTable<Block> && !kHasMin<Block>) {
         s = _mm256_setr_epi32(k.offset * a.sum, 0, 0, 0, 0, 0, 0, 0);
       }
       s = DotU8S8(s, k.u, x);
@@ -233,11 +258,12 @@ void SimdRows(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int
 template <typename Block>
 constexpr bool kTiles512 = !std::is_same_v<Block, BlockQ4_0>;
 
-// The integer offset of every weight value of the format (IQ4_NL: its table is stored + 128).
+// The integer offset of every weight value of the format (IQ4_NL, MXFP4: their tables are
+// stored + 128).
 template <typename Block>
-constexpr int kOffset512 = std::is_same_v<Block, BlockQ5_0>     ? -16
-                           : std::is_same_v<Block, BlockIQ4_NL> ? -128
-                                                                : 0;
+constexpr int kOffset512 = std::is_same_v<Block, BlockQ5_0> ? -16
+                           : kTable<Block>                  ? -128
+                                                            : 0;
 
 void PackSmall(const BlockQ8_1* xq, int64_t n, int64_t nb, int offset, PackedActivations* a) {
   a->nbp = (nb + 1) & ~int64_t{1};
@@ -295,14 +321,15 @@ inline Pair512 DecodePair(const Block* b0, const Block* b1) {
   const __m512i nib = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, m4)),
                                          _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), 1);
   Pair512 p;
-  if constexpr (std::is_same_v<Block, BlockIQ4_NL>) {
-    alignas(16) static constexpr auto kTable = [] {
+  if constexpr (kTable<Block>) {
+    alignas(16) static constexpr auto kBiased = [] {
+      const int8_t* values = std::is_same_v<Block, BlockIQ4_NL> ? kIq4nlValues : kMxfp4Values;
       std::array<uint8_t, 16> t{};
-      for (int k = 0; k < 16; ++k) t[k] = static_cast<uint8_t>(kIq4nlValues[k] + 128);
+      for (int k = 0; k < 16; ++k) t[k] = static_cast<uint8_t>(values[k] + 128);
       return t;
     }();
     p.u = _mm512_shuffle_epi8(
-        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kTable.data()))),
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kBiased.data()))),
         nib);
   } else if constexpr (std::is_same_v<Block, BlockQ5_0> || std::is_same_v<Block, BlockQ5_1>) {
     uint32_t h0, h1 = 0;
@@ -319,7 +346,12 @@ inline Pair512 DecodePair(const Block* b0, const Block* b1) {
     const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | uint32_t{h1} << 16)));
     return _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(f));
   };
-  p.d = per_lane(b0->d, b1 ? b1->d : uint16_t{0});
+  if constexpr (std::is_same_v<Block, BlockMXFP4>) {
+    const __m128 f = _mm_setr_ps(Mxfp4HalfScale(b0->e), b1 ? Mxfp4HalfScale(b1->e) : 0.0f, 0, 0);
+    p.d = _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(f));
+  } else {
+    p.d = per_lane(b0->d, b1 ? b1->d : uint16_t{0});
+  }
   if constexpr (kHasMin<Block>) p.m = per_lane(b0->m, b1 ? b1->m : uint16_t{0});
   return p;
 }
@@ -403,6 +435,8 @@ void Dispatch(WeightType t, Args&&... args) {
       return Kernel<BlockQ5_1>::Run(args...);
     case WeightType::kIQ4_NL:
       return Kernel<BlockIQ4_NL>::Run(args...);
+    case WeightType::kMXFP4:
+      return Kernel<BlockMXFP4>::Run(args...);
     default:
       return;
   }

@@ -1,6 +1,6 @@
 // Fast mode (--compute bf16) decode kernels for the 32-value block formats Q4_0, Q4_1, Q5_0,
-// Q5_1 and IQ4_NL, as llama.cpp computes them: activations quantized per call to 8-bit blocks
-// of 32 (ggml's Q8_0 / Q8_1), then exact int32 dot products per block (u8 x s8: AVX-512 VNNI
+// Q5_1, IQ4_NL and MXFP4, as llama.cpp computes them: activations quantized per call to 8-bit
+// blocks of 32 (ggml's Q8_0 / Q8_1), then exact int32 dot products per block (u8 x s8: AVX-512 VNNI
 // dpbusd, AVX2 maddubs + madd, or portable C++), scaled in F32 per block. Weights are read once,
 // at their stored size, straight from the mapping; each weight block is decoded once for up to 4
 // activation rows. At the AVX-512 VNNI levels Q4_0 runs in column lanes instead
@@ -23,7 +23,7 @@ namespace textgen::ops {
 // True for the weight types GemvSmallQuantInt8 serves.
 inline bool HasSmallQuantInt8(WeightType t) {
   return t == WeightType::kQ4_0 || t == WeightType::kQ4_1 || t == WeightType::kQ5_0 ||
-         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL;
+         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL || t == WeightType::kMXFP4;
 }
 
 // One block of 32 activations, quantized: ggml's Q8_1 (which is Q8_0 plus `s`) with the F16
@@ -45,6 +45,7 @@ void QuantizeActivationsQ8_1(const float* x, int64_t n, int64_t in, BlockQ8_1* x
 // y = sum over blocks b of the weight block x activation block dot product, llama.cpp's
 // vec_dot_*_q8_0 / _q8_1:
 //   Q4_0, Q5_0, IQ4_NL: F32(d_w) * d_x * sumi            (sumi exact, offsets included)
+//   MXFP4:              Mxfp4HalfScale(e_w) * d_x * sumi  (sumi over the doubled E2M1 table)
 //   Q4_1, Q5_1:         F32(d_w) * d_x * sumi + F32(m_w) * s_x
 void GemvSmallQuantInt8(const WeightView& w, const BlockQ8_1* xq, int64_t n, float* y, int64_t ldy,
                         int64_t r0, int64_t r1);

@@ -66,6 +66,11 @@ inline __m128i Iq4Table() {
   std::memcpy(&t, kIq4nlValues, 16);
   return t;
 }
+inline __m128i Mxfp4Table() {
+  __m128i t;
+  std::memcpy(&t, kMxfp4Values, 16);
+  return t;
+}
 
 // dst[0..7] = F32(int32 lanes of q) * d: the scalar decoders' d * float(sc), one rounding.
 inline void ScaleTimes(__m256i q, float d, float* dst) {
@@ -136,6 +141,17 @@ struct IQ4_NL {
   template <int C>
   static __m128i Unpack(const uint8_t* blk) {
     return _mm_shuffle_epi8(Iq4Table(), Nibbles<C == 1>(blk + 2));
+  }
+};
+
+// A = half the E8M0 scale, q = the doubled E2M1 table's integer (quant_blocks.h).
+struct MXFP4 {
+  static constexpr int kValues = 32, kBytes = sizeof(BlockMXFP4), kChunks = 2, kGroupShift = 1;
+  static constexpr Op kOp = Op::kMul;
+  static void Scales(const uint8_t* blk, float* a, float*) { a[0] = Mxfp4HalfScale(blk[0]); }
+  template <int C>
+  static __m128i Unpack(const uint8_t* blk) {
+    return _mm_shuffle_epi8(Mxfp4Table(), Nibbles<C == 1>(blk + 1));
   }
 };
 
@@ -323,6 +339,8 @@ inline bool Visit(WeightType type, F&& f) {
       return f(IQ4_NL{}), true;
     case WeightType::kIQ4_XS:
       return f(IQ4_XS{}), true;
+    case WeightType::kMXFP4:
+      return f(MXFP4{}), true;
     default:
       return false;
   }

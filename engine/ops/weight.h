@@ -14,7 +14,7 @@ namespace textgen::ops {
 // the file readers and the kernels.
 using WeightType = ::textgen::DType;
 inline constexpr int kWeightTypeCount = kNumDTypes;
-static_assert(static_cast<int>(WeightType::kIQ4_XS) + 1 == kWeightTypeCount);
+static_assert(static_cast<int>(WeightType::kMXFP4) + 1 == kWeightTypeCount);
 
 // Values per block (1 for F32/F16/BF16) and bytes per block (the element size for those).
 inline constexpr int64_t WeightBlockSize(WeightType t) {
@@ -29,13 +29,14 @@ inline constexpr int64_t WeightBlockSize(WeightType t) {
     case WeightType::kQ5_0:
     case WeightType::kQ5_1:
     case WeightType::kIQ4_NL:
+    case WeightType::kMXFP4:
       return 32;
     default:
       return 256;
   }
 }
 inline constexpr size_t WeightBlockBytes(WeightType t) {
-  constexpr size_t kBytes[] = {4, 2, 2, 34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18, 136};
+  constexpr size_t kBytes[] = {4, 2, 2, 34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18, 136, 17};
   return kBytes[static_cast<int>(t)];
 }
 // True for the block formats other than Q8_0 (served by engine/ops/quant_gemv.h).
@@ -84,6 +85,8 @@ inline const char* WeightTypeName(WeightType t) {
       return "iq4_nl";
     case WeightType::kIQ4_XS:
       return "iq4_xs";
+    case WeightType::kMXFP4:
+      return "mxfp4";
   }
   return "?";
 }

@@ -71,7 +71,8 @@ TEST_CASE("block sizes, bytes and ggml ids of every format", "[dequantize]") {
       {DType::kQ4_0, 2, 32, 18},    {DType::kQ4_1, 3, 32, 20},    {DType::kQ5_0, 6, 32, 22},
       {DType::kQ5_1, 7, 32, 24},    {DType::kQ8_0, 8, 32, 34},    {DType::kQ2_K, 10, 256, 84},
       {DType::kQ3_K, 11, 256, 110}, {DType::kQ4_K, 12, 256, 144}, {DType::kQ5_K, 13, 256, 176},
-      {DType::kQ6_K, 14, 256, 210}, {DType::kIQ4_NL, 20, 32, 18}, {DType::kIQ4_XS, 23, 256, 136}};
+      {DType::kQ6_K, 14, 256, 210}, {DType::kIQ4_NL, 20, 32, 18}, {DType::kIQ4_XS, 23, 256, 136},
+      {DType::kMXFP4, 39, 32, 17}};
   for (const Row& r : rows) {
     INFO(DTypeName(r.type));
     CHECK(BlockSize(r.type) == r.block);

@@ -112,7 +112,8 @@ TEST_CASE("quantizers round-trip random rows within each format's resolution", "
   const Bound bounds[] = {{DType::kQ2_K, 0.45},   {DType::kQ3_K, 0.25}, {DType::kQ4_0, 0.15},
                           {DType::kQ4_1, 0.15},   {DType::kQ4_K, 0.12}, {DType::kIQ4_NL, 0.12},
                           {DType::kIQ4_XS, 0.12}, {DType::kQ5_0, 0.07}, {DType::kQ5_1, 0.07},
-                          {DType::kQ5_K, 0.06},   {DType::kQ6_K, 0.03}, {DType::kQ8_0, 0.01}};
+                          {DType::kQ5_K, 0.06},   {DType::kQ6_K, 0.03}, {DType::kQ8_0, 0.01},
+                          {DType::kMXFP4, 0.25}};
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t n = 4096;

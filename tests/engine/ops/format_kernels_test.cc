@@ -78,6 +78,7 @@ std::string FastKind(WeightType t, bool bf16_in_f32) {
     case WeightType::kQ5_0:
     case WeightType::kQ5_1:
     case WeightType::kIQ4_NL:
+    case WeightType::kMXFP4:
       return "q8_1";
     default:
       return "q8_k";

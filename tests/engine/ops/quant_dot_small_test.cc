@@ -1,5 +1,5 @@
-// Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL int8 kernels (fast mode) against the dequantized weights
-// times the F32 activations. The kernels replace each activation x_k by d * q_k of its Q8_1
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / MXFP4 int8 kernels (fast mode) against the dequantized
+// weights times the F32 activations. The kernels replace each activation x_k by d * q_k of its Q8_1
 // block and the block sum by s, so |y - exact| <= sum_k |w_k| |x_k - d q_k| (each term at most
 // half a step plus q times the F16 rounding of d), plus, for the formats
 // with a min, |m| |s - d sum q| per block, plus F32 rounding.
@@ -68,7 +68,7 @@ TEST_CASE("GemvSmallQuantInt8 against dequantize-then-F32, row ranges, SIMD = po
           "[quant]") {
   std::mt19937 rng(33);
   for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
-                       WeightType::kIQ4_NL}) {
+                       WeightType::kIQ4_NL, WeightType::kMXFP4}) {
     INFO(WeightTypeName(t));
     const bool has_min = t == WeightType::kQ4_1 || t == WeightType::kQ5_1;
     for (int trial = 0; trial < 6; ++trial) {
@@ -138,7 +138,7 @@ TEST_CASE("GemvSmallQuantInt8Packed: one packing per call gives every row range'
   std::mt19937 rng(35);
   PackedActivations packed;
   for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
-                       WeightType::kIQ4_NL}) {
+                       WeightType::kIQ4_NL, WeightType::kMXFP4}) {
     INFO(WeightTypeName(t));
     for (int trial = 0; trial < 6; ++trial) {
       const int64_t in = 32 * (1 + rng() % 40), out = 1 + rng() % 45, n = 1 + rng() % 12;
@@ -166,7 +166,8 @@ TEST_CASE("GemvSmallQuantInt8: a row's bits do not depend on the call's rows or 
   // At the VNNI levels Q4_0 runs in column lanes (<= 4 activation rows in registers, more from a
   // repacked panel): each row must get the same bits either way, in any panel position.
   std::mt19937 rng(67);
-  for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kIQ4_NL}) {
+  for (WeightType t :
+       {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kIQ4_NL, WeightType::kMXFP4}) {
     INFO(WeightTypeName(t));
     const int64_t in = 32 * 23, out = 45, nb = in / 32, rows = 10;
     const std::vector<uint8_t> data = testing::RandomQuantRows(t, out, in, rng());

@@ -2,6 +2,7 @@
 #ifndef TEXTGEN_TESTS_ENGINE_OPS_QUANT_TEST_UTIL_H_
 #define TEXTGEN_TESTS_ENGINE_OPS_QUANT_TEST_UTIL_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,9 +18,9 @@ namespace textgen::ops::testing {
 
 // The block formats beyond Q8_0, in WeightType order.
 inline constexpr WeightType kQuantTypes[] = {
-    WeightType::kQ4_0, WeightType::kQ4_1,   WeightType::kQ5_0,  WeightType::kQ5_1,
-    WeightType::kQ2_K, WeightType::kQ3_K,   WeightType::kQ4_K,  WeightType::kQ5_K,
-    WeightType::kQ6_K, WeightType::kIQ4_NL, WeightType::kIQ4_XS};
+    WeightType::kQ4_0, WeightType::kQ4_1,   WeightType::kQ5_0,   WeightType::kQ5_1,
+    WeightType::kQ2_K, WeightType::kQ3_K,   WeightType::kQ4_K,   WeightType::kQ5_K,
+    WeightType::kQ6_K, WeightType::kIQ4_NL, WeightType::kIQ4_XS, WeightType::kMXFP4};
 
 // Byte offsets of the F16 scale fields of one block of `t` (everything else is bits, any
 // value valid).
@@ -48,7 +49,8 @@ inline std::vector<size_t> F16Fields(WeightType t) {
 }
 
 // `rows` rows of `in` values of `t`: random bits, F16 scales uniform in [-scale, scale]
-// (exact zero in every 13th block).
+// (exact zero in every 13th block). MXFP4's E8M0 byte: a power of two such that the largest
+// code (6) is 0.75x to 6x `scale`, and the smallest scale (e = 0, 2^-127) in every 13th block.
 inline std::vector<uint8_t> RandomQuantRows(WeightType t, int64_t rows, int64_t in, uint32_t seed,
                                             float scale = 0.05f) {
   std::mt19937 rng(seed);
@@ -61,6 +63,10 @@ inline std::vector<uint8_t> RandomQuantRows(WeightType t, int64_t rows, int64_t 
     for (size_t off : F16Fields(t)) {
       const uint16_t h = b % 13 == 5 ? 0 : F32ToF16(d(rng));
       std::memcpy(data.data() + b * bb + off, &h, 2);
+    }
+    if (t == WeightType::kMXFP4) {
+      const int top = 127 + static_cast<int>(std::floor(std::log2(scale))) - 2;
+      data[b * bb] = b % 13 == 5 ? 0 : static_cast<uint8_t>(top - 2 + static_cast<int>(rng() % 4));
     }
   }
   return data;
