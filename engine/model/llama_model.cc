@@ -299,13 +299,8 @@ void LlamaModel::CalibrateKernels(std::optional<ops::KernelSelectMode> mode) con
   ops::CalibrateKernels(weights, options);
 }
 
-absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
-                                 std::vector<float>* logits) {
+absl::StatusOr<int64_t> LlamaModel::BeginPass(KvCache& cache, absl::Span<ForwardSeq> seqs) {
   const ModelConfig& c = config_;
-  const int64_t d = c.n_embd;
-  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim;
-  const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
-
   // Validate everything before touching the cache.
   int64_t total = 0, rows = 0, blocks_needed = 0;
   for (const ForwardSeq& s : seqs) {
@@ -323,10 +318,8 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
     if (s.logits) rows += s.all_logits ? static_cast<int64_t>(s.tokens.size()) : 1;
     blocks_needed += cache.BlocksNeeded(*s.table, static_cast<int>(s.tokens.size()));
   }
-  if (total == 0) {
-    logits->clear();
-    return absl::OkStatus();
-  }
+  s_.total = total;
+  if (total == 0) return rows;
   if (blocks_needed > cache.num_free_blocks()) {
     return absl::ResourceExhaustedError(
         absl::StrCat("KV cache pool exhausted: this step needs ", blocks_needed, " blocks, ",
@@ -337,8 +330,24 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
     // Cannot fail after the check above (the tables are distinct); keep the guard honest.
     if (!st.ok()) return st;
   }
+  return rows;
+}
 
+template <typename Fn>
+void LlamaModel::ByRows(Fn&& fn) {
+  // Element-wise ops split by token rows across the threads for prefill-sized passes; below
+  // that a fork/join costs more than the work (decode: one row per sequence).
+  const int64_t total = s_.total;
+  ops::ParallelFor(total, 1, total >= 32 ? ops::NumThreads() : 1, fn);
+}
+
+void LlamaModel::Embed(absl::Span<const ForwardSeq> seqs) {
+  const ModelConfig& c = config_;
+  const int64_t d = c.n_embd;
+  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim;
+  const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   Scratch& s = s_;
+  const int64_t total = s.total;
   s.x.resize(total * d);
   s.xn.resize(total * d);
   s.q.resize(total * q_dim);
@@ -347,10 +356,8 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   s.attn.resize(total * q_dim);
   s.proj.resize(total * d);
   s.pos.resize(total);
-
   // Embeddings and positions, sequence after sequence.
-  const ArchSpec& arch = *c.arch;
-  const float embed_scale = arch.embed_scale ? std::sqrt(static_cast<float>(d)) : 1.0f;
+  const float embed_scale = c.arch->embed_scale ? std::sqrt(static_cast<float>(d)) : 1.0f;
   int64_t row = 0;
   for (const ForwardSeq& fs : seqs) {
     for (size_t i = 0; i < fs.tokens.size(); ++i, ++row) {
@@ -362,68 +369,82 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
       s.pos[row] = fs.pos0 + static_cast<int32_t>(i);
     }
   }
-  // Element-wise ops split by token rows across the threads for prefill-sized passes; below
-  // that a fork/join costs more than the work (decode: one row per sequence).
-  const int ew_threads = total >= 32 ? ops::NumThreads() : 1;
-  auto by_rows = [&](auto&& fn) { ops::ParallelFor(total, 1, ew_threads, fn); };
-  for (int l = 0; l < c.n_layers; ++l) {
-    Layer& L = layers_[l];
-    // Attention block: x += Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)).
-    by_rows([&](int64_t r0, int64_t r1) {
-      ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.attn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
-    });
-    TG_RETURN_IF_ERROR(L.wq->Forward(s.xn.data(), total, s.q.data()));
-    TG_RETURN_IF_ERROR(L.wk->Forward(s.xn.data(), total, s.k.data()));
-    TG_RETURN_IF_ERROR(L.wv->Forward(s.xn.data(), total, s.v.data()));
-    // Per-architecture hooks before attention: biases (Qwen2), RMSNorm of each q and k head
-    // (Qwen3, Gemma 3), then this layer's RoPE.
-    by_rows([&](int64_t r0, int64_t r1) {
-      const int64_t n = r1 - r0;
-      if (!L.bq.empty()) {
-        ops::AddBias(&s.q[r0 * q_dim], n, q_dim, L.bq.data());
-        ops::AddBias(&s.k[r0 * kv_dim], n, kv_dim, L.bk.data());
-        ops::AddBias(&s.v[r0 * kv_dim], n, kv_dim, L.bv.data());
-      }
-      if (!L.q_norm.empty()) {
-        ops::RmsNorm(&s.q[r0 * q_dim], n * c.n_heads, c.head_dim, L.q_norm.data(), c.rms_eps,
-                     &s.q[r0 * q_dim]);
-        ops::RmsNorm(&s.k[r0 * kv_dim], n * c.n_kv_heads, c.head_dim, L.k_norm.data(), c.rms_eps,
-                     &s.k[r0 * kv_dim]);
-      }
-      ops::Rope(L.rope_q, &s.pos[r0], n, &s.q[r0 * q_dim]);
-      ops::Rope(L.rope_k, &s.pos[r0], n, &s.k[r0 * kv_dim]);
-    });
-    TG_RETURN_IF_ERROR(Attention(cache, seqs, l));
-    TG_RETURN_IF_ERROR(L.wo->Forward(s.attn.data(), total, s.proj.data()));
-    // Feed-forward block: x += W_down · act(W_gate·n(x), W_up·n(x)) (ArchSpec::ffn_act) or the
-    // experts'; Gemma norms each block's output before the residual add (post norms).
-    by_rows([&](int64_t r0, int64_t r1) {
-      if (!L.bo.empty()) ops::AddBias(&s.proj[r0 * d], r1 - r0, d, L.bo.data());
-      if (!L.post_attn_norm.empty()) {
-        ops::RmsNorm(&s.proj[r0 * d], r1 - r0, d, L.post_attn_norm.data(), c.rms_eps,
-                     &s.proj[r0 * d]);
-      }
-      ops::Add(&s.x[r0 * d], &s.proj[r0 * d], (r1 - r0) * d);
-      ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.ffn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
-    });
-    TG_RETURN_IF_ERROR(L.ffn->Forward(s.xn.data(), total, s.proj.data()));
-    by_rows([&](int64_t r0, int64_t r1) {
-      if (!L.post_ffn_norm.empty()) {
-        ops::RmsNorm(&s.proj[r0 * d], r1 - r0, d, L.post_ffn_norm.data(), c.rms_eps,
-                     &s.proj[r0 * d]);
-      }
-      ops::Add(&s.x[r0 * d], &s.proj[r0 * d], (r1 - r0) * d);
-    });
-  }
+}
 
+absl::Status LlamaModel::AttentionBlock(KvCache& cache, absl::Span<ForwardSeq> seqs, int l) {
+  const ModelConfig& c = config_;
+  const int64_t d = c.n_embd, total = s_.total;
+  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim;
+  const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  Layer& L = layers_[l];
+  Scratch& s = s_;
+  // x += Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)).
+  ByRows([&](int64_t r0, int64_t r1) {
+    ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.attn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
+  });
+  TG_RETURN_IF_ERROR(L.wq->Forward(s.xn.data(), total, s.q.data()));
+  TG_RETURN_IF_ERROR(L.wk->Forward(s.xn.data(), total, s.k.data()));
+  TG_RETURN_IF_ERROR(L.wv->Forward(s.xn.data(), total, s.v.data()));
+  // Per-architecture hooks before attention: biases (Qwen2), RMSNorm of each q and k head
+  // (Qwen3, Gemma 3), then this layer's RoPE.
+  ByRows([&](int64_t r0, int64_t r1) {
+    const int64_t n = r1 - r0;
+    if (!L.bq.empty()) {
+      ops::AddBias(&s.q[r0 * q_dim], n, q_dim, L.bq.data());
+      ops::AddBias(&s.k[r0 * kv_dim], n, kv_dim, L.bk.data());
+      ops::AddBias(&s.v[r0 * kv_dim], n, kv_dim, L.bv.data());
+    }
+    if (!L.q_norm.empty()) {
+      ops::RmsNorm(&s.q[r0 * q_dim], n * c.n_heads, c.head_dim, L.q_norm.data(), c.rms_eps,
+                   &s.q[r0 * q_dim]);
+      ops::RmsNorm(&s.k[r0 * kv_dim], n * c.n_kv_heads, c.head_dim, L.k_norm.data(), c.rms_eps,
+                   &s.k[r0 * kv_dim]);
+    }
+    ops::Rope(L.rope_q, &s.pos[r0], n, &s.q[r0 * q_dim]);
+    ops::Rope(L.rope_k, &s.pos[r0], n, &s.k[r0 * kv_dim]);
+  });
+  TG_RETURN_IF_ERROR(Attention(cache, seqs, l));
+  TG_RETURN_IF_ERROR(L.wo->Forward(s.attn.data(), total, s.proj.data()));
+  // The output bias (gpt-oss), Gemma's norm of the block's output, the residual add.
+  ByRows([&](int64_t r0, int64_t r1) {
+    if (!L.bo.empty()) ops::AddBias(&s.proj[r0 * d], r1 - r0, d, L.bo.data());
+    if (!L.post_attn_norm.empty()) {
+      ops::RmsNorm(&s.proj[r0 * d], r1 - r0, d, L.post_attn_norm.data(), c.rms_eps,
+                   &s.proj[r0 * d]);
+    }
+    ops::Add(&s.x[r0 * d], &s.proj[r0 * d], (r1 - r0) * d);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::FfnBlock(int l) {
+  const ModelConfig& c = config_;
+  const int64_t d = c.n_embd;
+  Layer& L = layers_[l];
+  Scratch& s = s_;
+  // x += W_down · act(W_gate·n(x), W_up·n(x)) (ArchSpec::ffn_act) or the experts'; Gemma norms
+  // the block's output before the residual add (post norms).
+  ByRows([&](int64_t r0, int64_t r1) {
+    ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.ffn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
+  });
+  TG_RETURN_IF_ERROR(L.ffn->Forward(s.xn.data(), s.total, s.proj.data()));
+  ByRows([&](int64_t r0, int64_t r1) {
+    if (!L.post_ffn_norm.empty()) {
+      ops::RmsNorm(&s.proj[r0 * d], r1 - r0, d, L.post_ffn_norm.data(), c.rms_eps, &s.proj[r0 * d]);
+    }
+    ops::Add(&s.x[r0 * d], &s.proj[r0 * d], (r1 - r0) * d);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::Logits(absl::Span<const ForwardSeq> seqs, int64_t rows,
+                                std::vector<float>* logits) {
+  const ModelConfig& c = config_;
+  const int64_t d = c.n_embd;
+  Scratch& s = s_;
   // Final norm and logits only for the rows that need them.
-  if (rows == 0) {
-    logits->clear();
-    return absl::OkStatus();
-  }
   s.last.resize(rows * d);
-  row = 0;
-  int64_t out_row = 0;
+  int64_t row = 0, out_row = 0;
   for (const ForwardSeq& fs : seqs) {
     const int64_t n = static_cast<int64_t>(fs.tokens.size());
     if (!fs.logits) {
@@ -441,6 +462,19 @@ absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
   TG_RETURN_IF_ERROR(output_->Forward(s.last.data(), rows, logits->data()));
   if (c.final_softcap > 0.0f) ops::SoftCap(logits->data(), rows * c.n_vocab, c.final_softcap);
   return absl::OkStatus();
+}
+
+absl::Status LlamaModel::Forward(KvCache& cache, absl::Span<ForwardSeq> seqs,
+                                 std::vector<float>* logits) {
+  TG_ASSIGN_OR_RETURN(const int64_t rows, BeginPass(cache, seqs));
+  if (s_.total == 0 || rows == 0) logits->clear();
+  if (s_.total == 0) return absl::OkStatus();
+  Embed(seqs);
+  for (int l = 0; l < config_.n_layers; ++l) {
+    TG_RETURN_IF_ERROR(AttentionBlock(cache, seqs, l));
+    TG_RETURN_IF_ERROR(FfnBlock(l));
+  }
+  return rows == 0 ? absl::OkStatus() : Logits(seqs, rows, logits);
 }
 
 absl::Status LlamaModel::ShiftContext(KvCache& cache, absl::Span<BlockTable* const> tables,

@@ -112,9 +112,22 @@ class LlamaModel : public CausalLm {
     std::vector<float> last;            // [rows, n_embd] rows that need logits
     std::vector<SeqBlocks> seq_blocks;  // per sequence of the pass
     std::vector<AttentionJob> jobs;     // one per token of the pass
+    int64_t total = 0;                  // T: token rows of the current pass
   };
 
   LlamaModel(const ModelConfig& config) : config_(config) {}
+  // The steps of Forward. BeginPass validates the batch and appends its tokens to the tables
+  // (all-or-nothing), sets s_.total and returns the number of logits rows; Embed fills the
+  // residual stream; each layer is an AttentionBlock then an FfnBlock, each adding its output
+  // to s_.x; Logits normalises and projects the rows that want logits.
+  absl::StatusOr<int64_t> BeginPass(KvCache& cache, absl::Span<ForwardSeq> seqs);
+  void Embed(absl::Span<const ForwardSeq> seqs);
+  absl::Status AttentionBlock(KvCache& cache, absl::Span<ForwardSeq> seqs, int layer);
+  absl::Status FfnBlock(int layer);
+  absl::Status Logits(absl::Span<const ForwardSeq> seqs, int64_t rows, std::vector<float>* logits);
+  // Runs fn(r0, r1) over the pass's token rows, split across the threads for large passes.
+  template <typename Fn>
+  void ByRows(Fn&& fn);
   absl::Status Attention(KvCache& cache, absl::Span<ForwardSeq> seqs, int layer);
   absl::StatusOr<std::unique_ptr<ops::Linear>> MakeLinear(const WeightSource& source,
                                                           const std::string& name, int64_t out,
