@@ -15,6 +15,7 @@
 #include "client/run/render_chat.h"
 #include "engine/decoding/generation.h"
 #include "engine/kv_cache/kv_cache.h"
+#include "engine/model/arch.h"
 #include "engine/model/model.h"
 #include "engine/ops/kernel_calibration.h"
 #include "engine/ops/kernel_select.h"
@@ -34,7 +35,8 @@ Usage:
   textgen-run --model PATH --tokenize TEXT [--no-bos] [--parse-special] [--json]
   textgen-run (--chat-template FILE | --model PATH) --messages FILE.json --render
               [--tools FILE.json] [--add-generation-prompt] [--bos-token TEXT]
-              [--eos-token TEXT] [--template-kwargs JSON])";
+              [--eos-token TEXT] [--template-kwargs JSON]
+  textgen-run --list-architectures)";
 
 struct Args {
   std::string model;
@@ -46,6 +48,7 @@ struct Args {
   bool json = false;
   bool bos = true;
   bool parse_special = false;  // --tokenize: special-token texts become their ids
+  bool list_architectures = false;
   int threads = 0;
   int n_ctx = 0;
   int block_size = 16;
@@ -107,6 +110,8 @@ void AddModelFlags(cli::FlagSet& f, Args& a) {
   f.Flag("--parse-special", &a.parse_special,
          "with --tokenize: text spelling a special token (<|im_start|>,\n<s>, ...) becomes its id, "
          "as in a rendered chat prompt\n(llama.cpp's parse_special)");
+  f.Flag("--list-architectures", &a.list_architectures,
+         "print the table of supported architectures (Markdown, as in\ndocs/models.md) and exit");
 }
 
 void AddSamplingFlags(cli::FlagSet& f, SamplingParams& s) {
@@ -211,6 +216,7 @@ Args ParseArgs(int argc, char** argv) {
   AddDecodingFlags(f, a.decoding);
   AddEngineFlags(f, a);
   f.Parse(argc, argv);
+  if (a.list_architectures) return a;
   if (a.render.render) {
     if (f.Given("--model")) a.render.model_path = a.model;
     return a;
@@ -349,6 +355,10 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("textgen-run"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   textgen::Args args = textgen::ParseArgs(argc, argv);
+  if (args.list_architectures) {
+    std::fputs(textgen::ArchitectureTable().c_str(), stdout);
+    return 0;
+  }
   if (args.render.render) return textgen::RenderChatMain(args.render);
   return args.tokenize ? textgen::RunTokenize(args) : textgen::RunGenerate(args);
 }

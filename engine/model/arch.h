@@ -1,7 +1,9 @@
 // One table per model architecture: what the single causal-LM forward pass (LlamaModel) must do
-// differently for it, and the names of its tensors in GGUF and Hugging Face checkpoints. Adding
-// an architecture is a new table here (plus the hyperparameters it reads in model_config.cc and
-// a reference test), not a new forward pass.
+// differently for it, the names of its tensors in GGUF and Hugging Face checkpoints, and its
+// row of the docs' model table. Each family's table is built in its own file under
+// engine/model/families/; arch.cc is the registry the loader, the tools and the docs read.
+// Adding an architecture is a new family file and one line in the registry (plus a forward-pass
+// capability when it is the first to need one, and a reference test), not a new forward pass.
 #ifndef TEXTGEN_ENGINE_MODEL_ARCH_H_
 #define TEXTGEN_ENGINE_MODEL_ARCH_H_
 
@@ -33,10 +35,21 @@ enum class MoeGating { kSoftmax, kSoftmaxWeight };
 // (`<arch>.expert_count` > 0: Mixtral in the `llama` architecture), or always.
 enum class MoeUse { kNone, kWhenListed, kAlways };
 
+// One row of the docs' model table (docs/models.md, written by `textgen-run
+// --list-architectures`): "`gguf_arch`<variant> / <HF types>", the models, what differs from
+// Llama. Markdown.
+struct ArchDoc {
+  const char* variant = "";  // e.g. " with experts" for a second row of one architecture
+  const char* models = "";   // the published models it runs
+  const char* differs = "";  // what differs from Llama
+  bool gguf_only = false;    // no Hugging Face checkpoint of this row is read
+};
+
 struct ArchSpec {
   const char* gguf_arch;                      // general.architecture
   absl::Span<const char* const> hf_types;     // config.json model_type values
   absl::Span<const LayerTensorName> tensors;  // every per-layer tensor the arch may have
+  absl::Span<const ArchDoc> docs;             // its rows of the docs' model table
   // RoPE pairs (i, i + d/2) on q/k rows as Hugging Face stores them (llama.cpp's NEOX). false:
   // GGUF's interleaved pairs (2i, 2i+1), which Hugging Face Llama rows are permuted into.
   bool rope_neox = false;
@@ -77,12 +90,16 @@ struct ArchSpec {
   bool moe_width_is_n_ff = false;
 };
 
+// Every registered architecture, in the docs' order.
+absl::Span<const ArchSpec> AllArchitectures();
 // The table for a GGUF general.architecture, or nullptr.
 const ArchSpec* FindArchByGguf(std::string_view name);
 // The table for a config.json model_type, or nullptr.
 const ArchSpec* FindArchByHfType(std::string_view model_type);
 // "llama, qwen2, ..." for error messages.
 std::string SupportedArchitectures();
+// The docs' model table (Markdown, one row per ArchDoc of every architecture, header included).
+std::string ArchitectureTable();
 
 }  // namespace textgen
 

@@ -1,0 +1,38 @@
+// Llama (2, 3, 3.1-3.3), Mistral, SmolLM2, TinyLlama; Mixtral is a `llama` GGUF with experts.
+#include "engine/model/families/families.h"
+#include "engine/model/families/tensor_names.h"
+
+namespace textgen::families {
+namespace {
+
+constexpr LayerTensorName kTensors[] = {kAttnNorm, kAttnQ,   kAttnK, kAttnV,  kAttnOut,
+                                        kFfnNorm,  kFfnGate, kFfnUp, kFfnDown};
+constexpr const char* kHfTypes[] = {"llama", "mistral"};
+constexpr ArchDoc kDocs[] = {
+    {.models = "Llama 2, 3, 3.1, 3.2, 3.3, Mistral 7B v0.1–v0.3, SmolLM2, TinyLlama",
+     .differs = "Llama 3 rope scaling (GGUF `rope_freqs.weight`, HF `rope_scaling` `llama3`), "
+                "linear scaling, head_dim from `attention.key_length` / `head_dim`, tied "
+                "embeddings"},
+    {.variant = " with experts",
+     .models = "Mixtral 8x7B, 8x22B",
+     .differs = "mixture of experts: `ffn_gate_inp` router, `ffn_{gate,up,down}_exps` stacks of "
+                "`feed_forward_length` width, softmax top-k (`expert_used_count`), the k weights "
+                "renormalized",
+     .gguf_only = true},
+};
+
+}  // namespace
+
+ArchSpec Llama() {
+  ArchSpec a;
+  a.gguf_arch = "llama";
+  a.hf_types = kHfTypes;
+  a.tensors = kTensors;
+  a.docs = kDocs;
+  a.moe = MoeUse::kWhenListed;  // Mixtral
+  a.moe_norm_topk = true;
+  a.moe_width_is_n_ff = true;
+  return a;
+}
+
+}  // namespace textgen::families
