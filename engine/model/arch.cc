@@ -47,7 +47,9 @@ std::string ArchitectureTable() {
   for (const ArchSpec& a : AllArchitectures()) {
     for (const ArchDoc& doc : a.docs) {
       std::string hf = "— (GGUF only)";
-      if (!doc.gguf_only && !a.hf_types.empty()) {
+      if (doc.hf != nullptr) {
+        hf = doc.hf;
+      } else if (!doc.gguf_only && !a.hf_types.empty()) {
         std::vector<std::string> types;
         for (const char* t : a.hf_types) types.push_back(absl::StrCat("`", t, "`"));
         hf = absl::StrJoin(types, ", ");

@@ -43,6 +43,7 @@ struct ArchDoc {
   const char* models = "";   // the published models it runs
   const char* differs = "";  // what differs from Llama
   bool gguf_only = false;    // no Hugging Face checkpoint of this row is read
+  const char* hf = nullptr;  // the HF column's text when not the spec's hf_types
 };
 
 struct ArchSpec {
@@ -50,6 +51,10 @@ struct ArchSpec {
   absl::Span<const char* const> hf_types;     // config.json model_type values
   absl::Span<const LayerTensorName> tensors;  // every per-layer tensor the arch may have
   absl::Span<const ArchDoc> docs;             // its rows of the docs' model table
+  // Mixture of experts in Hugging Face checkpoints: one tensor per expert. `gguf` names the
+  // 3-D stack after "blk.N." (ffn_gate_exps.weight); `hf` the expert's tensor after
+  // "model.layers.N.", with $0 for the expert's index (mlp.experts.$0.gate_proj.weight).
+  absl::Span<const LayerTensorName> expert_tensors;
   // RoPE pairs (i, i + d/2) on q/k rows as Hugging Face stores them (llama.cpp's NEOX). false:
   // GGUF's interleaved pairs (2i, 2i+1), which Hugging Face Llama rows are permuted into.
   bool rope_neox = false;

@@ -122,10 +122,7 @@ absl::StatusOr<std::vector<std::unique_ptr<ops::Linear>>> LlamaModel::MakeExpert
     const WeightSource& source, const std::string& name, int64_t out, int64_t in,
     const ops::LinearOptions& o) {
   const MoeConfig& m = config_.moe;
-  TG_ASSIGN_OR_RETURN(NativeTensor w, source.LoadNative(name, {m.n_expert, out, in}));
-  TG_ASSIGN_OR_RETURN(const size_t row_bytes, RowBytes(w.type, in));
   ops::LinearOptions options = o;
-  options.copy_weights = !w.owned.empty();
   // The row kernels whatever the row count: an expert sees a step's tokens divided among the
   // experts (a 128-token prompt gives Qwen3-30B-A3B's experts ~8 rows each), where oneDNN's
   // per-call cost dominated (prefill 55 tok/s against 129 on the 2-layer shape, AVX2 EPYC);
@@ -134,7 +131,10 @@ absl::StatusOr<std::vector<std::unique_ptr<ops::Linear>>> LlamaModel::MakeExpert
   std::vector<std::unique_ptr<ops::Linear>> experts;
   size_t bytes = 0;
   for (int64_t e = 0; e < m.n_expert; ++e) {
-    const ops::WeightView view{w.type, w.data + e * out * row_bytes, out, in};
+    // A view into the mapped stack (GGUF) or the expert's own mapped tensor (Hugging Face).
+    TG_ASSIGN_OR_RETURN(NativeTensor w, source.LoadExpert(name, e, m.n_expert, {out, in}));
+    options.copy_weights = !w.owned.empty();
+    const ops::WeightView view{w.type, w.data, out, in};
     auto linear = ops::Linear::Create(view, options);
     if (!linear.ok()) {
       return absl::Status(linear.status().code(), absl::StrCat("preparing ", name, " expert ", e,

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "engine/util/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -439,6 +440,32 @@ absl::Status ReadHfRopeScaling(const std::string& path, const JsonReader& top, M
       absl::StrCat(path, ": rope_scaling type '", type, "' is not supported"));
 }
 
+// Hugging Face's expert keys: Mixtral's num_local_experts (experts as wide as
+// intermediate_size), Qwen3-MoE's num_experts, moe_intermediate_size and norm_topk_prob.
+// Every layer must be a mixture (decoder_sparse_step 1, no mlp_only_layers): dense layers
+// between them are refused by name. Validate checks the counts.
+absl::Status ReadHfMoeKeys(const JsonReader& r, ModelConfig* c) {
+  MoeConfig& m = c->moe;
+  const char* count = r.Has("num_local_experts") ? "num_local_experts" : "num_experts";
+  TG_ASSIGN_OR_RETURN(m.n_expert, r.Int(count, 0, 0, 1 << 20));
+  if (m.n_expert == 0) return absl::OkStatus();
+  TG_ASSIGN_OR_RETURN(m.n_expert_used, r.Int("num_experts_per_tok", -1, 0, 1 << 20));
+  TG_ASSIGN_OR_RETURN(m.n_ff_expert, r.Int("moe_intermediate_size", c->n_ff, 1));
+  TG_ASSIGN_OR_RETURN(m.norm_topk, r.Bool("norm_topk_prob", c->arch->moe_norm_topk));
+  TG_ASSIGN_OR_RETURN(const int step, r.Int("decoder_sparse_step", 1, 0, 4096));
+  if (step != 1)
+    return r.Bad("decoder_sparse_step",
+                 "1 (dense layers between experts' layers are not supported)");
+  if (r.Has("mlp_only_layers") &&
+      !(r.Get("mlp_only_layers").is_array() && r.Get("mlp_only_layers").empty())) {
+    return r.Bad("mlp_only_layers", "[] (dense layers between experts' layers are not supported)");
+  }
+  m.gating = c->arch->moe_gating;
+  m.act = c->arch->ffn_act;
+  m.biases = c->arch->moe_biases;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ConfigFromHfConfigJson(const std::string& path) {
@@ -459,9 +486,12 @@ absl::StatusOr<ModelConfig> ConfigFromHfConfigJson(const std::string& path) {
   TG_ASSIGN_OR_RETURN(std::string model_type, r.String("model_type"));
   c.arch = FindArchByHfType(model_type);
   if (c.arch == nullptr) {
+    std::vector<std::string> types;
+    for (const ArchSpec& a : AllArchitectures())
+      types.insert(types.end(), a.hf_types.begin(), a.hf_types.end());
     return absl::UnimplementedError(absl::StrCat(path, ": unknown model_type '", model_type,
-                                                 "' (supported: ", SupportedArchitectures(),
-                                                 ", mistral, gemma3_text)"));
+                                                 "' (supported: ", absl::StrJoin(types, ", "),
+                                                 ")"));
   }
   const ArchSpec& arch = *c.arch;
   c.architecture = arch.gguf_arch;
@@ -517,6 +547,7 @@ absl::StatusOr<ModelConfig> ConfigFromHfConfigJson(const std::string& path) {
       c.swa_layers = SwaPattern(spec, c.n_layers);
     }
   }
+  if (arch.moe != MoeUse::kNone) TG_RETURN_IF_ERROR(ReadHfMoeKeys(r, &c));
   TG_RETURN_IF_ERROR(c.Validate());
   return c;
 }

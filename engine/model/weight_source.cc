@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/substitute.h"
 #include "engine/util/status_macros.h"
 
 namespace textgen {
@@ -66,6 +67,19 @@ std::optional<std::string> HfName(const ArchSpec& arch, const std::string& name)
   return std::nullopt;
 }
 
+// The Hugging Face name of one expert's tensor of the GGUF stack `stack` (blk.N.<stack>).
+std::optional<std::string> HfExpertName(const ArchSpec& arch, const std::string& stack,
+                                        int64_t expert) {
+  std::vector<std::string> parts = absl::StrSplit(stack, absl::MaxSplits('.', 2));
+  if (parts.size() != 3 || parts[0] != "blk") return std::nullopt;
+  for (const LayerTensorName& t : arch.expert_tensors) {
+    if (parts[2] == t.gguf) {
+      return absl::StrCat("model.layers.", parts[1], ".", absl::Substitute(t.hf, expert));
+    }
+  }
+  return std::nullopt;
+}
+
 class HfWeightSource : public WeightSource {
  public:
   HfWeightSource(std::vector<const SafetensorsFile*> files, const ModelConfig& config)
@@ -74,6 +88,24 @@ class HfWeightSource : public WeightSource {
   float norm_offset() const override { return config_.arch->hf_norm_plus_one ? 1.0f : 0.0f; }
 
   bool Has(const std::string& name) const override { return Find(name) != nullptr; }
+
+  absl::StatusOr<NativeTensor> LoadExpert(const std::string& stack, int64_t expert,
+                                          int64_t n_expert,
+                                          const std::vector<int64_t>& shape) const override {
+    std::optional<std::string> hf = HfExpertName(*config_.arch, stack, expert);
+    const SafetensorsFile* file = nullptr;
+    const SafetensorsTensor* t = hf ? FindAny(*hf, &file) : nullptr;
+    if (t == nullptr) {
+      return absl::NotFoundError(absl::StrCat(files_.front()->path(), ": missing tensor ",
+                                              hf.value_or(stack), " (expert ", expert, " of ",
+                                              n_expert, ")"));
+    }
+    TG_RETURN_IF_ERROR(CheckShape(file->path(), *hf, t->shape, shape));
+    NativeTensor n;
+    n.type = t->type;
+    n.data = t->data;
+    return n;
+  }
 
   absl::StatusOr<NativeTensor> LoadNative(const std::string& name,
                                           const std::vector<int64_t>& shape) const override {
@@ -84,7 +116,9 @@ class HfWeightSource : public WeightSource {
                                               " (", HfName(*config_.arch, name).value_or("?"),
                                               ")"));
     }
-    TG_RETURN_IF_ERROR(CheckShape(file->path(), name, t->shape, shape));
+    TG_RETURN_IF_ERROR(CheckShape(
+        file->path(), absl::StrCat(name, " (", HfName(*config_.arch, name).value_or("?"), ")"),
+        t->shape, shape));
     NativeTensor n;
     n.type = t->type;
     n.data = t->data;
@@ -155,6 +189,28 @@ class HfWeightSource : public WeightSource {
 };
 
 }  // namespace
+
+absl::StatusOr<NativeTensor> WeightSource::LoadExpert(const std::string& stack, int64_t expert,
+                                                      int64_t n_expert,
+                                                      const std::vector<int64_t>& shape) const {
+  if (shape.size() != 2 || expert < 0 || expert >= n_expert) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert ", expert, " of ", n_expert, " of ", stack, ": bad request"));
+  }
+  TG_ASSIGN_OR_RETURN(NativeTensor all, LoadNative(stack, {n_expert, shape[0], shape[1]}));
+  TG_ASSIGN_OR_RETURN(const size_t row_bytes, RowBytes(all.type, shape[1]));
+  const size_t bytes = row_bytes * static_cast<size_t>(shape[0]);
+  NativeTensor one;
+  one.type = all.type;
+  if (all.owned.empty()) {
+    one.data = all.data + static_cast<size_t>(expert) * bytes;
+  } else {
+    one.owned.assign(all.data + static_cast<size_t>(expert) * bytes,
+                     all.data + static_cast<size_t>(expert + 1) * bytes);
+    one.data = one.owned.data();
+  }
+  return one;
+}
 
 absl::StatusOr<std::vector<float>> WeightSource::LoadF32(const std::string& name,
                                                          const std::vector<int64_t>& shape) const {

@@ -35,6 +35,13 @@ class WeightSource {
   // (llama); NEOX architectures keep the stored order.
   virtual absl::StatusOr<NativeTensor> LoadNative(const std::string& name,
                                                   const std::vector<int64_t>& shape) const = 0;
+  // One expert's [out, in] matrix (`shape`) of the expert stack `stack` (GGUF name, e.g.
+  // "blk.0.ffn_gate_exps.weight", stored [n_expert, out, in]): a view into the stack for GGUF,
+  // the expert's own tensor for Hugging Face checkpoints (ArchSpec::expert_tensors). Errors as
+  // LoadNative's, naming the stack (GGUF) or the expert's tensor (HF).
+  virtual absl::StatusOr<NativeTensor> LoadExpert(const std::string& stack, int64_t expert,
+                                                  int64_t n_expert,
+                                                  const std::vector<int64_t>& shape) const;
   // The same tensor converted to F32.
   absl::StatusOr<std::vector<float>> LoadF32(const std::string& name,
                                              const std::vector<int64_t>& shape) const;

@@ -2,16 +2,19 @@
 // token-exact for the whole length and logprobs within 1e-3 with F32 compute, from the GGUF
 // and from the Hugging Face directory of each model (both start from prompt_ids: the two
 // tokenize other texts differently, see models/arch/README.md); a teacher-forced BF16-compute
-// check.
+// check. The Qwen3-MoE and Mixtral Hugging Face directories are written by the test from the
+// GGUFs (hf_moe_export.h: per-expert tensors, two shards).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "engine/model/llama_model.h"
 #include "engine/model/model.h"
 #include "nlohmann/json.hpp"
+#include "tests/engine/model/hf_moe_export.h"
 #include "tests/engine/model/teacher_forced.h"
 #include "tests/test_util.h"
 
@@ -24,6 +27,7 @@ struct ArchCase {
   const char* reference;        // under the reference folder's `folder`/
   const char* folder = "arch";  // the models' and references' subfolder
   bool has_hf = true;           // also a Hugging Face directory (<model>-hf)
+  bool hf_exported = false;     // that directory is written from the GGUF (hf_moe_export.h)
 };
 
 // The Gemmas' exact-GELU references: this engine computes GELU exactly (see
@@ -37,12 +41,24 @@ const ArchCase kCases[] = {
     {"phi3", "phi3.greedy.json"},
     {"gemma2", "gemma2.exact-gelu.greedy.json"},
     {"gemma3", "gemma3.exact-gelu.greedy.json"},
-    // Mixtures of experts (models/moe/README.md): GGUF only.
-    {"qwen3moe", "qwen3moe.greedy.json", "moe", false},
-    {"mixtral", "mixtral.greedy.json", "moe", false},
+    // Mixtures of experts (models/moe/README.md): GGUF, and Hugging Face for the two published
+    // so (Qwen3MoeForCausalLM, MixtralForCausalLM).
+    {"qwen3moe", "qwen3moe.greedy.json", "moe", true, true},
+    {"mixtral", "mixtral.greedy.json", "moe", true, true},
     {"qwen2moe", "qwen2moe.greedy.json", "moe", false},
     {"gpt-oss", "gpt-oss.greedy.json", "moe", false},
 };
+
+// The model's path: `format` ".gguf" or "-hf"; an exported directory is written once per run.
+std::string CasePath(const ArchCase& ac, const std::string& format) {
+  if (format == "-hf" && ac.hf_exported) {
+    static std::map<std::string, std::string> written;
+    auto [it, fresh] = written.try_emplace(ac.model);
+    if (fresh) it->second = testing::ExportHfMoe(ac.model, testing::ScratchDir());
+    return it->second;
+  }
+  return testing::ModelPath(std::string(ac.folder) + "/" + ac.model + format);
+}
 
 std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, KvType type) {
   KvCacheOptions o;
@@ -119,8 +135,8 @@ TEST_CASE("every architecture matches llama.cpp token for token with F32 compute
       if (!ac.has_hf && std::string(format) == "-hf") continue;
       const std::string name = std::string(ac.model) + format;
       SECTION(name) {
-        const Result r = RunReference(testing::ModelPath(std::string(ac.folder) + "/" + name),
-                                      ac.reference, {}, KvType::kF32, ac.folder);
+        const Result r =
+            RunReference(CasePath(ac, format), ac.reference, {}, KvType::kF32, ac.folder);
         const int total = TotalTokens(ac.reference, ac.folder);
         WARN(name << ": " << r.exact << "/" << total << " ids exact, max |logprob diff| "
                   << r.max_logprob_diff);
@@ -137,7 +153,7 @@ TEST_CASE("every architecture stays close with BF16 compute and a BF16 cache", "
   for (const ArchCase& ac : kCases) {
     const std::string name = std::string(ac.model) + (ac.has_hf ? "-hf" : ".gguf");
     SECTION(name) {
-      auto model = Model::Load(testing::ModelPath(std::string(ac.folder) + "/" + name), mo);
+      auto model = Model::Load(CasePath(ac, ac.has_hf ? "-hf" : ".gguf"), mo);
       REQUIRE(model.ok());
       CausalLm& m = (*model)->lm();
       auto cache = MakeCache(m.config(), KvType::kBf16);

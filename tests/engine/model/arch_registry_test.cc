@@ -50,8 +50,9 @@ TEST_CASE("the docs' table has one row per ArchDoc, each with three cells", "[ar
     }
     CHECK(cells == 4);
   }
-  CHECK(table.find("| `qwen3moe` / — (GGUF only) |") != std::string::npos);
+  CHECK(table.find("| `qwen2moe` / — (GGUF only) |") != std::string::npos);
   CHECK(table.find("| `llama` / `llama`, `mistral` |") != std::string::npos);
+  CHECK(table.find("| `llama` with experts / `mixtral` |") != std::string::npos);
 }
 
 }  // namespace arch_registry_test
