@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,222 @@ TEST_CASE("the OLMo 2 test model has the tensors llama.cpp's reference was made 
   REQUIRE(f.ok());
   CHECK((*f)->tensors().size() == 3 + 11 * kLayers);
   CHECK(TensorChecksum(**f) == kTensorChecksum);
+}
+
+nlohmann::json Reference() {
+  return nlohmann::json::parse(
+      testing::ReadFile(testing::SourceDir() + "/tests/data/olmo2/olmo2.greedy.json"));
+}
+
+std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, KvType type) {
+  KvCacheOptions o;
+  o.n_layers = c.n_layers;
+  o.n_kv_heads = c.n_kv_heads;
+  o.head_dim = c.head_dim;
+  o.block_size = 16;
+  o.num_blocks = 64;
+  o.type = type;
+  auto cache = KvCache::Create(o);
+  REQUIRE(cache.ok());
+  return std::move(cache).value();
+}
+
+struct Greedy {
+  int tokens = 0, exact = 0;  // reference tokens, and how many we generated equal (in order)
+  double max_logprob_diff = 0;
+};
+
+// Free-running greedy decoding from each case's prompt_ids; a case stops at its first wrong id.
+Greedy RunGreedy(CausalLm& m, KvCache& cache, const nlohmann::json& ref) {
+  Greedy g;
+  const int vocab = m.config().n_vocab;
+  for (const auto& rc : ref["cases"]) {
+    const std::vector<int32_t> prompt = rc["prompt_ids"].get<std::vector<int32_t>>();
+    const std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
+    g.tokens += static_cast<int>(want.size());
+    BlockTable table;
+    std::vector<float> logits;
+    ForwardSeq f{prompt, &table, 0, false};
+    REQUIRE(m.Forward(cache, absl::MakeSpan(&f, 1), &logits).ok());
+    for (size_t i = 0; i < want.size(); ++i) {
+      REQUIRE(logits.size() == static_cast<size_t>(vocab));
+      int best = 0;
+      for (int v = 1; v < vocab; ++v) {
+        if (logits[v] > logits[best]) best = v;
+      }
+      if (best != want[i]) break;
+      double sum = 0;
+      for (int v = 0; v < vocab; ++v) sum += std::exp(double{logits[v]} - logits[best]);
+      ++g.exact;
+      g.max_logprob_diff = std::max(
+          g.max_logprob_diff, std::abs(-std::log(sum) - rc["steps"][i]["logprob"].get<double>()));
+      const int32_t next = best;
+      ForwardSeq step{absl::MakeConstSpan(&next, 1), &table,
+                      static_cast<int32_t>(prompt.size() + i), false};
+      REQUIRE(m.Forward(cache, absl::MakeSpan(&step, 1), &logits).ok());
+    }
+    cache.Free(table);
+  }
+  return g;
+}
+
+TEST_CASE("OLMo 2 matches llama.cpp token for token with F32 compute", "[parity][olmo2]") {
+  auto model = Model::Load(Olmo2ModelPath());
+  INFO(model.status().ToString());
+  REQUIRE(model.ok());
+  CausalLm& m = (*model)->lm();
+  CHECK(m.config().architecture == "olmo2");
+  auto cache = MakeCache(m.config(), KvType::kF32);
+  const Greedy g = RunGreedy(m, *cache, Reference());
+  WARN("olmo2, f32: " << g.exact << "/" << g.tokens << " ids exact, max |logprob diff| "
+                      << g.max_logprob_diff);
+  CHECK(g.tokens == 320);
+  CHECK(g.exact == g.tokens);
+  CHECK(g.max_logprob_diff < 1e-3);
+}
+
+TEST_CASE("OLMo 2 stays close to llama.cpp with BF16 compute and a BF16 cache", "[parity][olmo2]") {
+  ModelOptions mo;
+  mo.llama.linear.compute = ops::LinearCompute::kBf16;
+  auto model = Model::Load(Olmo2ModelPath(), mo);
+  REQUIRE(model.ok());
+  CausalLm& m = (*model)->lm();
+  auto cache = MakeCache(m.config(), KvType::kBf16);
+  const testing::ForcedStats r = testing::TeacherForce(m, *cache, Reference());
+  WARN("olmo2, bf16, teacher-forced: argmax equal at "
+       << r.argmax_equal << " of " << r.tokens << " steps, max |logprob diff| " << r.max_diff
+       << ", mean " << r.sum_diff / r.tokens);
+  // The bounds of arch_parity_test.cc's BF16 check.
+  CHECK(r.max_diff < 0.15);
+  CHECK(r.argmax_equal >= r.tokens * 9 / 10);
+}
+
+// The same model as a Hugging Face directory (transformers' Olmo2ForCausalLM names; NEOX RoPE,
+// so q/k rows as in the GGUF), with TinyStories-656K's tokenizer files.
+std::string WriteOlmo2HfDir(const ModelConfig& c) {
+  auto src = GgufFile::Open(testing::ModelPath("TinyStories-656K-F32.gguf"));
+  REQUIRE(src.ok());
+  const std::string dir = testing::ScratchDir();
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  for (const Tensor& t : Olmo2Tensors(**src)) {
+    std::string name;
+    if (t.name == "token_embd.weight") {
+      name = "model.embed_tokens.weight";
+    } else if (t.name == "output_norm.weight") {
+      name = "model.norm.weight";
+    } else if (t.name == "output.weight") {
+      name = "lm_head.weight";
+    } else {
+      const size_t dot = t.name.find('.', 4);  // after "blk.N"
+      const std::string layer = t.name.substr(4, dot - 4), rest = t.name.substr(dot + 1);
+      const std::map<std::string, std::string> hf = {
+          {"attn_q.weight", "self_attn.q_proj.weight"},
+          {"attn_k.weight", "self_attn.k_proj.weight"},
+          {"attn_v.weight", "self_attn.v_proj.weight"},
+          {"attn_output.weight", "self_attn.o_proj.weight"},
+          {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+          {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+          {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+          {"ffn_gate.weight", "mlp.gate_proj.weight"},
+          {"ffn_up.weight", "mlp.up_proj.weight"},
+          {"ffn_down.weight", "mlp.down_proj.weight"},
+          {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"}};
+      REQUIRE(hf.count(rest) == 1);
+      name = "model.layers." + layer + "." + hf.at(rest);
+    }
+    const size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+    header[name] = {{"dtype", "F32"},
+                    {"shape", std::vector<int64_t>(t.dims.rbegin(), t.dims.rend())},
+                    {"data_offsets", {begin, data.size()}}};
+  }
+  const std::string h = header.dump();
+  const uint64_t n = h.size();
+  testing::WriteFile(dir + "/model.safetensors",
+                     std::string(reinterpret_cast<const char*>(&n), 8) + h + data);
+  const nlohmann::json config = {{"model_type", "olmo2"},
+                                 {"architectures", {"Olmo2ForCausalLM"}},
+                                 {"vocab_size", c.n_vocab},
+                                 {"hidden_size", c.n_embd},
+                                 {"intermediate_size", c.n_ff},
+                                 {"num_hidden_layers", c.n_layers},
+                                 {"num_attention_heads", c.n_heads},
+                                 {"num_key_value_heads", c.n_kv_heads},
+                                 {"max_position_embeddings", c.n_ctx},
+                                 {"rope_theta", c.rope_base},
+                                 {"rms_norm_eps", c.rms_eps},
+                                 {"tie_word_embeddings", false}};
+  testing::WriteFile(dir + "/config.json", config.dump());
+  const std::string tok = testing::ModelPath("tinystories-656k-hf");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    testing::WriteFile(dir + "/" + f, testing::ReadFile(tok + "/" + f));
+  }
+  return dir;
+}
+
+TEST_CASE("OLMo 2 from a Hugging Face directory computes what the GGUF does", "[olmo2]") {
+  auto gguf = Model::Load(Olmo2ModelPath());
+  REQUIRE(gguf.ok());
+  auto hf = Model::Load(WriteOlmo2HfDir((*gguf)->config()));
+  INFO(hf.status().ToString());
+  REQUIRE(hf.ok());
+  CHECK((*hf)->config().architecture == "olmo2");
+  const std::vector<int32_t> tokens = {1, 80, 147, 201, 282, 57};
+  std::vector<float> a, b;
+  auto ca = MakeCache((*gguf)->config(), KvType::kF32);
+  auto cb = MakeCache((*hf)->config(), KvType::kF32);
+  BlockTable ta, tb;
+  ForwardSeq fa{tokens, &ta, 0, true}, fb{tokens, &tb, 0, true};
+  REQUIRE((*gguf)->lm().Forward(*ca, absl::MakeSpan(&fa, 1), &a).ok());
+  REQUIRE((*hf)->lm().Forward(*cb, absl::MakeSpan(&fb, 1), &b).ok());
+  CHECK(a == b);
+}
+
+TEST_CASE("a broken OLMo 2 file is refused with a clear error", "[olmo2]") {
+  auto load = [](const std::function<void(std::vector<Tensor>&, GgufWriter&)>& edit) {
+    const std::string path = testing::ScratchDir() + "/olmo2.gguf";
+    WriteOlmo2Model(path, edit);
+    return Model::Load(path);
+  };
+  SECTION("a q norm of one head (Qwen3's shape), not the whole projection") {
+    auto m = load([](std::vector<Tensor>& ts, GgufWriter&) {
+      for (Tensor& t : ts) {
+        if (t.name == "blk.1.attn_q_norm.weight") {
+          t.dims = {kHeadDim};
+          t.data.resize(kHeadDim);
+        }
+      }
+    });
+    REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(m.status().message()),
+               Catch::Contains("shape mismatch for tensor blk.1.attn_q_norm.weight: stored [16], "
+                               "expected [128]"));
+  }
+  SECTION("a k norm of the q projection's size") {
+    auto m = load([](std::vector<Tensor>& ts, GgufWriter&) {
+      for (Tensor& t : ts) {
+        if (t.name == "blk.0.attn_k_norm.weight") {
+          t.dims = {kHeads * kHeadDim};
+          t.data.resize(kHeads * kHeadDim);
+        }
+      }
+    });
+    REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(m.status().message()),
+               Catch::Contains("blk.0.attn_k_norm.weight: stored [128], expected [64]"));
+  }
+  SECTION("no post-FFN norm") {
+    auto m = load([](std::vector<Tensor>& ts, GgufWriter&) {
+      ts.erase(
+          std::remove_if(ts.begin(), ts.end(),
+                         [](const Tensor& t) { return t.name == "blk.0.post_ffw_norm.weight"; }),
+          ts.end());
+    });
+    REQUIRE(m.status().code() == absl::StatusCode::kNotFound);
+    CHECK_THAT(std::string(m.status().message()),
+               Catch::Contains("missing tensor blk.0.post_ffw_norm.weight"));
+  }
 }
 
 // Writes the model where tests/data/olmo2/README.md's commands expect it:
