@@ -406,6 +406,17 @@ TEST_CASE("a broken OLMo 2 file is refused with a clear error", "[olmo2]") {
     CHECK_THAT(std::string(m.status().message()),
                Catch::Contains("blk.0.attn_k_norm.weight: stored [128], expected [64]"));
   }
+  SECTION("OLMo 3's sliding-window layers") {
+    auto m = load([](std::vector<Tensor>&, GgufWriter& w) {
+      w.SetUint32("olmo2.attention.sliding_window", 4096);
+      w.Set("olmo2.attention.sliding_window_pattern",
+            GgufArray(GgufValueType::kBool, {GgufBool(true), GgufBool(false)}));
+    });
+    REQUIRE(m.status().code() == absl::StatusCode::kUnimplemented);
+    CHECK_THAT(std::string(m.status().message()),
+               Catch::Contains("sliding-window attention layers (olmo2.attention.sliding_window_"
+                               "pattern) are not supported for olmo2"));
+  }
   SECTION("no post-FFN norm") {
     auto m = load([](std::vector<Tensor>& ts, GgufWriter&) {
       ts.erase(
