@@ -42,9 +42,9 @@ constexpr uint64_t kTensorChecksum = 0xf7443b48190748f9ull;
 constexpr int kEmbd = 128, kHeads = 8, kKvHeads = 4, kHeadDim = 16, kFf = 384, kLayers = 2;
 
 // Per layer, medians over the reference prompts and the base model's greedy continuations
-// (a float64 Llama forward pass of TinyStories-656K): RMS of the residual stream entering
-// the attention and the FFN, RMS of Llama's q and k (after its pre-norm), RMS of the attention
-// and FFN block outputs.
+// (tests/data/olmo2/calibrate.cpp, a float64 Llama forward pass of TinyStories-656K), rounded:
+// RMS of the residual stream entering the attention and the FFN, RMS of Llama's q and k (after
+// its pre-norm), RMS of the attention and FFN block outputs.
 struct LayerScales {
   float x_attn, x_ffn, q, k, attn_out, ffn_out;
 };
