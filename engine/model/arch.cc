@@ -10,11 +10,20 @@ namespace textgen {
 
 absl::Span<const ArchSpec> AllArchitectures() {
   // The registry: one line per family file (engine/model/families/).
+  // clang-format off
   static const ArchSpec kArchs[] = {
-      families::Llama(),    families::Qwen2(),    families::Qwen3(),
-      families::Phi3(),     families::Gemma2(),   families::Gemma3(),
-      families::Qwen3Moe(), families::Qwen2Moe(), families::GptOss(),
+      families::Llama(),
+      families::Qwen2(),
+      families::Qwen3(),
+      families::Phi3(),
+      families::Gemma2(),
+      families::Gemma3(),
+      families::Olmo2(),
+      families::Qwen3Moe(),
+      families::Qwen2Moe(),
+      families::GptOss(),
   };
+  // clang-format on
   return kArchs;
 }
 

@@ -61,10 +61,14 @@ struct ArchSpec {
   bool qkv_bias = false;    // attn_q/k/v.bias
   bool out_bias = false;    // attn_output.bias
   bool attn_sinks = false;  // attn_sinks: one softmax-denominator logit per query head
+  // RMSNorms before the attention and the FFN (attn_norm, ffn_norm). OLMo 2 has none: its
+  // blocks read the residual stream itself, and only their outputs are normed (post_norms).
+  bool pre_norms = true;
   // The GGUF name of the pre-FFN RMSNorm after "blk.N." (gpt-oss: post_attention_norm.weight,
   // which is Gemma's post-attention norm; see post_norms).
   const char* ffn_norm = "ffn_norm.weight";
   bool qk_norm = false;        // RMSNorm of each q and k head before RoPE
+  bool qk_norm_whole = false;  // ... of each token's whole q and k instead (OLMo 2)
   bool fused_qkv = false;      // attn_qkv [q; k; v rows] instead of attn_q, attn_k, attn_v
   bool fused_gate_up = false;  // ffn_up [gate; up rows], no ffn_gate
   bool post_norms = false;     // post_attention_norm / post_ffw_norm on each block's output

@@ -190,8 +190,10 @@ absl::Status LlamaModel::LoadLayer(const WeightSource& source, int l,
   const int64_t kv_dim = int64_t{c.n_kv_heads} * hd;
   Layer& L = layers_[l];
   const std::string p = absl::StrCat("blk.", l, ".");
-  TG_ASSIGN_OR_RETURN(L.attn_norm, LoadNorm(source, p + "attn_norm.weight", d));
-  TG_ASSIGN_OR_RETURN(L.ffn_norm, LoadNorm(source, p + arch.ffn_norm, d));
+  if (arch.pre_norms) {
+    TG_ASSIGN_OR_RETURN(L.attn_norm, LoadNorm(source, p + "attn_norm.weight", d));
+    TG_ASSIGN_OR_RETURN(L.ffn_norm, LoadNorm(source, p + arch.ffn_norm, d));
+  }
   if (arch.fused_qkv) {
     TG_ASSIGN_OR_RETURN(
         auto qkv, MakeSplitLinear(source, p + "attn_qkv.weight", {q_dim, kv_dim, kv_dim}, d, lo));
@@ -209,8 +211,10 @@ absl::Status LlamaModel::LoadLayer(const WeightSource& source, int l,
     TG_ASSIGN_OR_RETURN(L.bv, source.LoadF32(p + "attn_v.bias", {kv_dim}));
   }
   if (arch.qk_norm) {
-    TG_ASSIGN_OR_RETURN(L.q_norm, LoadNorm(source, p + "attn_q_norm.weight", hd));
-    TG_ASSIGN_OR_RETURN(L.k_norm, LoadNorm(source, p + "attn_k_norm.weight", hd));
+    TG_ASSIGN_OR_RETURN(
+        L.q_norm, LoadNorm(source, p + "attn_q_norm.weight", arch.qk_norm_whole ? q_dim : hd));
+    TG_ASSIGN_OR_RETURN(
+        L.k_norm, LoadNorm(source, p + "attn_k_norm.weight", arch.qk_norm_whole ? kv_dim : hd));
   }
   TG_ASSIGN_OR_RETURN(L.wo, MakeLinear(source, p + "attn_output.weight", d, q_dim, lo));
   if (arch.out_bias) {
@@ -378,15 +382,20 @@ absl::Status LlamaModel::AttentionBlock(KvCache& cache, absl::Span<ForwardSeq> s
   const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   Layer& L = layers_[l];
   Scratch& s = s_;
-  // x += Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)).
-  ByRows([&](int64_t r0, int64_t r1) {
-    ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.attn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
-  });
-  TG_RETURN_IF_ERROR(L.wq->Forward(s.xn.data(), total, s.q.data()));
-  TG_RETURN_IF_ERROR(L.wk->Forward(s.xn.data(), total, s.k.data()));
-  TG_RETURN_IF_ERROR(L.wv->Forward(s.xn.data(), total, s.v.data()));
+  // x += Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)); without pre-norms (OLMo 2) the
+  // projections read x itself.
+  const float* in = s.x.data();
+  if (!L.attn_norm.empty()) {
+    ByRows([&](int64_t r0, int64_t r1) {
+      ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.attn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
+    });
+    in = s.xn.data();
+  }
+  TG_RETURN_IF_ERROR(L.wq->Forward(in, total, s.q.data()));
+  TG_RETURN_IF_ERROR(L.wk->Forward(in, total, s.k.data()));
+  TG_RETURN_IF_ERROR(L.wv->Forward(in, total, s.v.data()));
   // Per-architecture hooks before attention: biases (Qwen2), RMSNorm of each q and k head
-  // (Qwen3, Gemma 3), then this layer's RoPE.
+  // (Qwen3, Gemma 3) or of each token's whole q and k (OLMo 2), then this layer's RoPE.
   ByRows([&](int64_t r0, int64_t r1) {
     const int64_t n = r1 - r0;
     if (!L.bq.empty()) {
@@ -395,9 +404,12 @@ absl::Status LlamaModel::AttentionBlock(KvCache& cache, absl::Span<ForwardSeq> s
       ops::AddBias(&s.v[r0 * kv_dim], n, kv_dim, L.bv.data());
     }
     if (!L.q_norm.empty()) {
-      ops::RmsNorm(&s.q[r0 * q_dim], n * c.n_heads, c.head_dim, L.q_norm.data(), c.rms_eps,
+      // Rows of the norms' length: a head, or a token's whole projection.
+      const int64_t q_len = static_cast<int64_t>(L.q_norm.size());
+      const int64_t k_len = static_cast<int64_t>(L.k_norm.size());
+      ops::RmsNorm(&s.q[r0 * q_dim], n * q_dim / q_len, q_len, L.q_norm.data(), c.rms_eps,
                    &s.q[r0 * q_dim]);
-      ops::RmsNorm(&s.k[r0 * kv_dim], n * c.n_kv_heads, c.head_dim, L.k_norm.data(), c.rms_eps,
+      ops::RmsNorm(&s.k[r0 * kv_dim], n * kv_dim / k_len, k_len, L.k_norm.data(), c.rms_eps,
                    &s.k[r0 * kv_dim]);
     }
     ops::Rope(L.rope_q, &s.pos[r0], n, &s.q[r0 * q_dim]);
@@ -405,7 +417,7 @@ absl::Status LlamaModel::AttentionBlock(KvCache& cache, absl::Span<ForwardSeq> s
   });
   TG_RETURN_IF_ERROR(Attention(cache, seqs, l));
   TG_RETURN_IF_ERROR(L.wo->Forward(s.attn.data(), total, s.proj.data()));
-  // The output bias (gpt-oss), Gemma's norm of the block's output, the residual add.
+  // The output bias (gpt-oss), Gemma's and OLMo 2's norm of the block's output, the residual add.
   ByRows([&](int64_t r0, int64_t r1) {
     if (!L.bo.empty()) ops::AddBias(&s.proj[r0 * d], r1 - r0, d, L.bo.data());
     if (!L.post_attn_norm.empty()) {
@@ -422,12 +434,17 @@ absl::Status LlamaModel::FfnBlock(int l) {
   const int64_t d = c.n_embd;
   Layer& L = layers_[l];
   Scratch& s = s_;
-  // x += W_down · act(W_gate·n(x), W_up·n(x)) (ArchSpec::ffn_act) or the experts'; Gemma norms
-  // the block's output before the residual add (post norms).
-  ByRows([&](int64_t r0, int64_t r1) {
-    ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.ffn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
-  });
-  TG_RETURN_IF_ERROR(L.ffn->Forward(s.xn.data(), s.total, s.proj.data()));
+  // x += W_down · act(W_gate·n(x), W_up·n(x)) (ArchSpec::ffn_act) or the experts'; Gemma and
+  // OLMo 2 norm the block's output before the residual add (post norms), and OLMo 2's FFN reads
+  // x itself (no pre-norm).
+  const float* in = s.x.data();
+  if (!L.ffn_norm.empty()) {
+    ByRows([&](int64_t r0, int64_t r1) {
+      ops::RmsNorm(&s.x[r0 * d], r1 - r0, d, L.ffn_norm.data(), c.rms_eps, &s.xn[r0 * d]);
+    });
+    in = s.xn.data();
+  }
+  TG_RETURN_IF_ERROR(L.ffn->Forward(in, s.total, s.proj.data()));
   ByRows([&](int64_t r0, int64_t r1) {
     if (!L.post_ffn_norm.empty()) {
       ops::RmsNorm(&s.proj[r0 * d], r1 - r0, d, L.post_ffn_norm.data(), c.rms_eps, &s.proj[r0 * d]);

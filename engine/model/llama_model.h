@@ -75,14 +75,14 @@ class LlamaModel : public CausalLm {
 
  private:
   struct Layer {
-    std::vector<float> attn_norm;  // [n_embd]
-    std::vector<float> ffn_norm;   // [n_embd]
+    std::vector<float> attn_norm;  // [n_embd], or empty: no pre-norms (ArchSpec::pre_norms)
+    std::vector<float> ffn_norm;   // [n_embd], or empty
     std::unique_ptr<ops::Linear> wq, wk, wv, wo;
     std::unique_ptr<FeedForward> ffn;                  // DenseFfn or MoeFfn
     std::vector<float> bq, bk, bv;                     // [q_dim], [kv_dim] x2, or empty
     std::vector<float> bo;                             // [n_embd] or empty
     std::vector<float> sinks;                          // [n_heads] attention sinks, or empty
-    std::vector<float> q_norm, k_norm;                 // [head_dim] each, or empty
+    std::vector<float> q_norm, k_norm;                 // [head_dim] or [q/kv_dim] each, or empty
     std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd] each, or empty
     ops::RopeConfig rope_q, rope_k;                    // this layer's RoPE (Gemma 3: per layer)
     int window = 0;                                    // sliding window, 0 = global layer

@@ -375,6 +375,12 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& gguf) {
   if (arch.reads_window) {
     TG_ASSIGN_OR_RETURN(c.sliding_window, GetIntKey(gguf, a + "attention.sliding_window", 0));
     c.swa_layers = SwaPattern(arch, c.n_layers);
+  } else if (gguf.Has(a + "attention.sliding_window_pattern")) {
+    // Sliding-window layers where the table runs none (OLMo 3 is written as olmo2): full
+    // attention there would be silently wrong.
+    return absl::UnimplementedError(
+        absl::StrCat("GGUF ", gguf.path(), ": sliding-window attention layers (", a,
+                     "attention.sliding_window_pattern) are not supported for ", c.architecture));
   }
   if (arch.gemma_query_scale && c.head_dim > 0) c.attn_scale = GemmaGgufQueryScale(c);
   if (arch.moe != MoeUse::kNone) TG_RETURN_IF_ERROR(ReadMoeKeys(gguf, a, &c));

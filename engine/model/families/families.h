@@ -15,6 +15,7 @@ ArchSpec Qwen3();     // qwen3.cc
 ArchSpec Phi3();      // phi3.cc
 ArchSpec Gemma2();    // gemma.cc
 ArchSpec Gemma3();    // gemma.cc
+ArchSpec Olmo2();     // olmo2.cc
 ArchSpec Qwen3Moe();  // qwen3moe.cc
 ArchSpec Qwen2Moe();  // qwen2moe.cc
 ArchSpec GptOss();    // gpt_oss.cc
