@@ -12,19 +12,14 @@
 #include "engine/model/model.h"
 #include "engine/tokenizer/unicode.h"
 #include "nlohmann/json.hpp"
+#include "tests/engine/model/test_cache.h"
 #include "tests/test_util.h"
 
 namespace textgen {
 namespace generation_kv_bf16_test {
 
 std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, KvType type, int num_blocks) {
-  auto cache = KvCache::Create({.n_layers = c.n_layers,
-                                .n_kv_heads = c.n_kv_heads,
-                                .head_dim = c.head_dim,
-                                .num_blocks = num_blocks,
-                                .type = type});
-  REQUIRE(cache.ok());
-  return std::move(cache).value();
+  return testing::MakeTestCache(c, {.type = type, .num_blocks = num_blocks});
 }
 
 std::unique_ptr<Model> LoadModel(const std::string& name) {

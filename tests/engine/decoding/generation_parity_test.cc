@@ -11,6 +11,7 @@
 #include "engine/model/model.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/model/teacher_forced.h"
+#include "tests/engine/model/test_cache.h"
 #include "tests/test_util.h"
 
 namespace textgen {
@@ -22,16 +23,8 @@ struct ParityCase {
 };
 
 std::unique_ptr<KvCache> MakeCache(const ModelConfig& c) {
-  KvCacheOptions o;
-  o.n_layers = c.n_layers;
-  o.n_kv_heads = c.n_kv_heads;
-  o.head_dim = c.head_dim;
-  o.block_size = 16;
-  o.num_blocks = c.n_ctx / 16 + 2;
-  o.type = KvType::kF32;  // exact K/V: the references are F32 runs
-  auto cache = KvCache::Create(o);
-  REQUIRE(cache.ok());
-  return std::move(cache).value();
+  // Exact K/V: the references are F32 runs.
+  return testing::MakeTestCache(c, {.num_blocks = c.n_ctx / 16 + 2});
 }
 
 // threads > 0: that many compute threads, with every matmul split across them (and prefill

@@ -13,6 +13,7 @@
 #include "engine/model/model.h"
 #include "engine/model/model_config.h"
 #include "nlohmann/json.hpp"
+#include "tests/engine/model/test_cache.h"
 #include "tests/test_util.h"
 
 namespace textgen {
@@ -29,16 +30,7 @@ const char* const kArchModels[] = {"llama-rope-llama3",
                                    "gemma3"};
 
 std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int block_size) {
-  KvCacheOptions o;
-  o.n_layers = c.n_layers;
-  o.n_kv_heads = c.n_kv_heads;
-  o.head_dim = c.head_dim;
-  o.block_size = block_size;
-  o.num_blocks = 64;
-  o.type = KvType::kF32;
-  auto cache = KvCache::Create(o);
-  REQUIRE(cache.ok());
-  return std::move(cache).value();
+  return testing::MakeTestCache(c, {.block_size = block_size});
 }
 
 // A copy of an HF directory in a scratch dir: every file linked except those in `skip`.

@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/engine/model/hf_moe_export.h"
 #include "tests/engine/model/teacher_forced.h"
+#include "tests/engine/model/test_cache.h"
 #include "tests/test_util.h"
 
 namespace textgen {
@@ -61,16 +62,7 @@ std::string CasePath(const ArchCase& ac, const std::string& format) {
 }
 
 std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, KvType type) {
-  KvCacheOptions o;
-  o.n_layers = c.n_layers;
-  o.n_kv_heads = c.n_kv_heads;
-  o.head_dim = c.head_dim;
-  o.block_size = 16;
-  o.num_blocks = 64;
-  o.type = type;
-  auto cache = KvCache::Create(o);
-  REQUIRE(cache.ok());
-  return std::move(cache).value();
+  return testing::MakeTestCache(c, {.type = type});
 }
 
 struct Result {

@@ -8,21 +8,14 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "tests/engine/model/test_cache.h"
 #include "tests/test_util.h"
 
 namespace textgen {
 namespace llama_model_test {
 
 std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, int num_blocks, int block_size = 16) {
-  KvCacheOptions o;
-  o.n_layers = c.n_layers;
-  o.n_kv_heads = c.n_kv_heads;
-  o.head_dim = c.head_dim;
-  o.block_size = block_size;
-  o.num_blocks = num_blocks;
-  auto cache = KvCache::Create(o);
-  REQUIRE(cache.ok());
-  return std::move(cache).value();
+  return testing::MakeTestCache(c, {.num_blocks = num_blocks, .block_size = block_size});
 }
 
 double MaxAbsDiff(const float* a, const float* b, size_t n) {
