@@ -65,52 +65,18 @@ std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, KvType type) {
   return testing::MakeTestCache(c, {.type = type});
 }
 
-struct Result {
-  int tokens = 0, exact = 0;  // generated tokens compared, and how many equal the reference
-  double max_logprob_diff = 0;
-};
-
 // Greedy decoding from each case's prompt_ids; stops comparing a case at its first wrong id.
-Result RunReference(const std::string& model_path, const std::string& reference,
-                    const ModelOptions& mo, KvType kv_type, const std::string& folder) {
+testing::GreedyStats RunReference(const std::string& model_path, const std::string& reference,
+                                  const ModelOptions& mo, KvType kv_type,
+                                  const std::string& folder) {
   auto model = Model::Load(model_path, mo);
   INFO(model_path);
   REQUIRE(model.ok());
   CausalLm& m = (*model)->lm();
   auto cache = MakeCache(m.config(), kv_type);
-  const nlohmann::json ref = nlohmann::json::parse(
-      testing::ReadFile(testing::ReferenceDir() + "/" + folder + "/" + reference));
-  Result r;
-  const int vocab = m.config().n_vocab;
-  for (const auto& rc : ref["cases"]) {
-    std::vector<int32_t> tokens = rc["prompt_ids"].get<std::vector<int32_t>>();
-    const std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
-    BlockTable table;
-    std::vector<float> logits;
-    ForwardSeq f{tokens, &table, 0, false};
-    REQUIRE(m.Forward(*cache, absl::MakeSpan(&f, 1), &logits).ok());
-    for (size_t i = 0; i < want.size(); ++i) {
-      REQUIRE(logits.size() == static_cast<size_t>(vocab));
-      int best = 0;
-      for (int v = 1; v < vocab; ++v) {
-        if (logits[v] > logits[best]) best = v;
-      }
-      double sum = 0;
-      for (int v = 0; v < vocab; ++v) sum += std::exp(double{logits[v]} - logits[best]);
-      const double logprob = -std::log(sum);
-      ++r.tokens;
-      if (best != want[i]) break;
-      ++r.exact;
-      r.max_logprob_diff =
-          std::max(r.max_logprob_diff, std::abs(logprob - rc["steps"][i]["logprob"].get<double>()));
-      const int32_t next = best;
-      ForwardSeq step{absl::MakeConstSpan(&next, 1), &table,
-                      static_cast<int32_t>(tokens.size() + i), false};
-      REQUIRE(m.Forward(*cache, absl::MakeSpan(&step, 1), &logits).ok());
-    }
-    cache->Free(table);
-  }
-  return r;
+  return testing::FreeRunGreedy(m, *cache,
+                                nlohmann::json::parse(testing::ReadFile(
+                                    testing::ReferenceDir() + "/" + folder + "/" + reference)));
 }
 
 int TotalTokens(const std::string& reference, const std::string& folder) {
@@ -127,7 +93,7 @@ TEST_CASE("every architecture matches llama.cpp token for token with F32 compute
       if (!ac.has_hf && std::string(format) == "-hf") continue;
       const std::string name = std::string(ac.model) + format;
       SECTION(name) {
-        const Result r =
+        const testing::GreedyStats r =
             RunReference(CasePath(ac, format), ac.reference, {}, KvType::kF32, ac.folder);
         const int total = TotalTokens(ac.reference, ac.folder);
         WARN(name << ": " << r.exact << "/" << total << " ids exact, max |logprob diff| "

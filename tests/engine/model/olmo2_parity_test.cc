@@ -213,45 +213,6 @@ std::unique_ptr<KvCache> MakeCache(const ModelConfig& c, KvType type) {
   return testing::MakeTestCache(c, {.type = type});
 }
 
-struct Greedy {
-  int tokens = 0, exact = 0;  // reference tokens, and how many we generated equal (in order)
-  double max_logprob_diff = 0;
-};
-
-// Free-running greedy decoding from each case's prompt_ids; a case stops at its first wrong id.
-Greedy RunGreedy(CausalLm& m, KvCache& cache, const nlohmann::json& ref) {
-  Greedy g;
-  const int vocab = m.config().n_vocab;
-  for (const auto& rc : ref["cases"]) {
-    const std::vector<int32_t> prompt = rc["prompt_ids"].get<std::vector<int32_t>>();
-    const std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
-    g.tokens += static_cast<int>(want.size());
-    BlockTable table;
-    std::vector<float> logits;
-    ForwardSeq f{prompt, &table, 0, false};
-    REQUIRE(m.Forward(cache, absl::MakeSpan(&f, 1), &logits).ok());
-    for (size_t i = 0; i < want.size(); ++i) {
-      REQUIRE(logits.size() == static_cast<size_t>(vocab));
-      int best = 0;
-      for (int v = 1; v < vocab; ++v) {
-        if (logits[v] > logits[best]) best = v;
-      }
-      if (best != want[i]) break;
-      double sum = 0;
-      for (int v = 0; v < vocab; ++v) sum += std::exp(double{logits[v]} - logits[best]);
-      ++g.exact;
-      g.max_logprob_diff = std::max(
-          g.max_logprob_diff, std::abs(-std::log(sum) - rc["steps"][i]["logprob"].get<double>()));
-      const int32_t next = best;
-      ForwardSeq step{absl::MakeConstSpan(&next, 1), &table,
-                      static_cast<int32_t>(prompt.size() + i), false};
-      REQUIRE(m.Forward(cache, absl::MakeSpan(&step, 1), &logits).ok());
-    }
-    cache.Free(table);
-  }
-  return g;
-}
-
 TEST_CASE("OLMo 2 matches llama.cpp token for token with F32 compute", "[parity][olmo2]") {
   auto model = Model::Load(Olmo2ModelPath());
   INFO(model.status().ToString());
@@ -259,7 +220,7 @@ TEST_CASE("OLMo 2 matches llama.cpp token for token with F32 compute", "[parity]
   CausalLm& m = (*model)->lm();
   CHECK(m.config().architecture == "olmo2");
   auto cache = MakeCache(m.config(), KvType::kF32);
-  const Greedy g = RunGreedy(m, *cache, Reference());
+  const testing::GreedyStats g = testing::FreeRunGreedy(m, *cache, Reference());
   WARN("olmo2, f32: " << g.exact << "/" << g.tokens << " ids exact, max |logprob diff| "
                       << g.max_logprob_diff);
   CHECK(g.tokens == 320);

@@ -1,4 +1,4 @@
-// Teacher-forced comparison with a llama.cpp greedy reference (*.greedy.json): each case's
+// Comparisons with a llama.cpp greedy reference (*.greedy.json). Teacher-forced: each case's
 // prompt plus the reference's generated ids in one Forward with every logits row, so a near-tie
 // that flips one greedy token does not end the comparison (a free-running comparison stops at
 // the first flip, and where that falls depends on the kernels). Header-only: the test glob
@@ -54,6 +54,46 @@ inline ForcedStats TeacherForce(CausalLm& m, KvCache& cache, const nlohmann::jso
     cache.Free(table);
   }
   return s;
+}
+
+struct GreedyStats {
+  int tokens = 0, exact = 0;  // reference tokens, and how many we generated equal (in order)
+  double max_logprob_diff = 0;
+};
+
+// Free-running greedy decoding from each case's prompt_ids, one token per Forward; a case stops
+// at its first wrong id.
+inline GreedyStats FreeRunGreedy(CausalLm& m, KvCache& cache, const nlohmann::json& ref) {
+  GreedyStats g;
+  const int vocab = m.config().n_vocab;
+  for (const auto& rc : ref["cases"]) {
+    const std::vector<int32_t> prompt = rc["prompt_ids"].get<std::vector<int32_t>>();
+    const std::vector<int32_t> want = rc["generated_ids"].get<std::vector<int32_t>>();
+    g.tokens += static_cast<int>(want.size());
+    BlockTable table;
+    std::vector<float> logits;
+    ForwardSeq f{prompt, &table, 0, false};
+    REQUIRE(m.Forward(cache, absl::MakeSpan(&f, 1), &logits).ok());
+    for (size_t i = 0; i < want.size(); ++i) {
+      REQUIRE(logits.size() == static_cast<size_t>(vocab));
+      int best = 0;
+      for (int v = 1; v < vocab; ++v) {
+        if (logits[v] > logits[best]) best = v;
+      }
+      if (best != want[i]) break;
+      double sum = 0;
+      for (int v = 0; v < vocab; ++v) sum += std::exp(double{logits[v]} - logits[best]);
+      ++g.exact;
+      g.max_logprob_diff = std::max(
+          g.max_logprob_diff, std::abs(-std::log(sum) - rc["steps"][i]["logprob"].get<double>()));
+      const int32_t next = best;
+      ForwardSeq step{absl::MakeConstSpan(&next, 1), &table,
+                      static_cast<int32_t>(prompt.size() + i), false};
+      REQUIRE(m.Forward(cache, absl::MakeSpan(&step, 1), &logits).ok());
+    }
+    cache.Free(table);
+  }
+  return g;
 }
 
 }  // namespace textgen::testing
