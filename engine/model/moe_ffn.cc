@@ -80,10 +80,8 @@ absl::Status MoeFfn::Forward(const float* x, int64_t rows, float* out) {
   for (int32_t e : chosen_) ++slot_start_[e + 1];
   for (int e = 0; e < n_expert; ++e) slot_start_[e + 1] += slot_start_[e];
   slots_.resize(rows * k);
-  {
-    std::vector<int64_t> next(slot_start_.begin(), slot_start_.end() - 1);
-    for (int64_t slot = 0; slot < rows * k; ++slot) slots_[next[chosen_[slot]]++] = slot;
-  }
+  slot_next_.assign(slot_start_.begin(), slot_start_.end() - 1);
+  for (int64_t slot = 0; slot < rows * k; ++slot) slots_[slot_next_[chosen_[slot]]++] = slot;
   // Each selected expert once, over all its rows: y[slot] = down(act(gate x, up x)), biases
   // (gpt-oss) after each projection.
   y_.resize(rows * k * d);

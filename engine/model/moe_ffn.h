@@ -71,6 +71,7 @@ class MoeFfn : public FeedForward {
   std::vector<float> chosen_w_;      // [rows, k] its weight
   std::vector<int64_t> slots_;       // slot indices (row * k + j) grouped by expert
   std::vector<int64_t> slot_start_;  // [n_expert + 1] offsets into slots_
+  std::vector<int64_t> slot_next_;   // [n_expert] the counting sort's write positions
   std::vector<float> xe_;            // [n_e, n_embd] the rows routed to one expert
   std::vector<float> ge_, ue_;       // [n_e, n_ff] gate and up
   std::vector<float> ye_;            // [n_e, n_embd] the expert's outputs
