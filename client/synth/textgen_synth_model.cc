@@ -63,7 +63,8 @@ biases and routers stay f32)";
 
 constexpr char kVocabHelp[] =
     R"(tokenizer source; every tokenizer.* key is copied and its token
-count is the vocab size (default: the shape's vocab file,
+count is the vocab size unless the shape pads it (gpt-oss-20b,
+--vocab-size) (default: the shape's vocab file,
 ggml-vocab-llama-spm.gguf for custom, in $TEXTGEN_MODELS/vocab/, else
 ../shared/models/vocab/, else models/vocab/))";
 
@@ -122,7 +123,8 @@ void AddShapeFlags(cli::FlagSet& f, CustomShapeFlags& c) {
   dim("--head-dim", &c.head_dim, "head size (default: dim / heads)");
   dim("--ffn", &c.ffn, "feed-forward width");
   dim("--ctx", &c.ctx, "trained context length (default 2048)");
-  dim("--experts", &c.experts, "experts per layer (llama or qwen3moe; default: a dense FFN)");
+  dim("--experts", &c.experts,
+      "experts per layer (llama, qwen3moe or gpt-oss; default: a dense FFN)");
   dim("--experts-used", &c.experts_used, "experts per token (with --experts)");
   dim("--expert-ffn", &c.expert_ffn, "each expert's FFN width (default: --ffn)");
   dim("--vocab-size", &c.vocab_size,
