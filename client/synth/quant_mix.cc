@@ -28,6 +28,7 @@ enum LlamaFtype : uint32_t {
   kMostlyIQ4_NL = 25,
   kMostlyIQ4_XS = 30,
   kMostlyBF16 = 32,
+  kMostlyMXFP4_MOE = 38,
 };
 
 constexpr QuantMix kMixes[] = {
@@ -50,6 +51,7 @@ constexpr QuantMix kMixes[] = {
     {"q6_k", kMostlyQ6_K, DType::kQ6_K},
     {"iq4_nl", kMostlyIQ4_NL, DType::kIQ4_NL},
     {"iq4_xs", kMostlyIQ4_XS, DType::kIQ4_XS},
+    {"mxfp4_moe", kMostlyMXFP4_MOE, DType::kMXFP4},
 };
 
 // The layer of "blk.N.*" (-1 for tensors outside the layers).
@@ -76,6 +78,11 @@ DType MixRule(uint32_t ftype, const QuantMixModel& m, std::string_view name, int
   const int n_gqa = m.n_head_kv > 0 ? m.n_head / m.n_head_kv : 1;
   const bool output = name == "output.weight";
   const bool token_embd = name == "token_embd.weight";
+  if (ftype == kMostlyMXFP4_MOE) {
+    // The expert stacks (ggml ne[2] > 1) in MXFP4, every other matrix (the output projection
+    // and token_embd included) in Q8_0.
+    return m.n_expert > 1 && Contains(name, "_exps.") ? DType::kMXFP4 : DType::kQ8_0;
+  }
   if (output || (m.tied && token_embd)) {
     // The output projection gets Q6_K (Q8_0 stays Q8_0), Q8_0 when rows do not fit its block.
     if (ncols % BlockSize(type) != 0) return DType::kQ8_0;

@@ -145,6 +145,29 @@ const SynthShape kShapes[] = {
      .tied = false,
      .n_expert = 8,
      .n_expert_used = 2},
+    // openai/gpt-oss-20b: attention with biases and sinks, a 128-token window on the even layers,
+    // YaRN x32 from 4,096 (max_position_embeddings 131,072); 32 experts of width 2,880 with
+    // biases, 4 per token. Its o200k tokenizer is not among the vocab files: Qwen3's, padded.
+    {.name = "gpt-oss-20b",
+     .arch = "gpt-oss",
+     .dim = 2880,
+     .layers = 24,
+     .heads = 64,
+     .kv_heads = 8,
+     .ffn = 2880,
+     .ctx = 131072,
+     .head_dim = 64,
+     .rope_base = 150000.0f,
+     .rms_eps = 1e-5f,
+     .tied = false,
+     .vocab = "ggml-vocab-qwen3.gguf",
+     .vocab_size = 201088,
+     .sliding_window = 128,
+     .yarn_factor = 32.0f,
+     .yarn_orig_ctx = 4096,
+     .n_expert = 32,
+     .n_expert_used = 4,
+     .expert_ffn = 2880},
 };
 
 // Counter-based generator: element i of a tensor is a pure function of (seed, name, i), so
@@ -247,20 +270,36 @@ bool HasQkNorm(const SynthShape& s) {
 }
 
 // A layer's experts as llama.cpp lays them out: the router (F32: llama-quantize never
-// quantizes ffn_gate_inp) and the 3-D gate/up/down stacks.
+// quantizes ffn_gate_inp) and the 3-D gate/up/down stacks; gpt-oss adds F32 biases to the
+// router ([e]) and to each expert's projections ([e, ff] / [e, d], GGUF dims {ff, e} / {d, e};
+// llama-quantize leaves *.bias alone).
 absl::Status AddExperts(GgufWriter& w, const SynthShape& s, const std::string& p,
                         const SynthTypeFn& type_of, uint64_t seed, int threads,
                         SynthTotals* totals) {
   const int64_t d = s.dim, ff = s.ExpertFfn(), e = s.n_expert;
-  totals->params += e * d + 3 * e * ff * d;
+  const bool biases = s.arch == "gpt-oss";
+  totals->params += e * d + 3 * e * ff * d + (biases ? e + 2 * e * ff + e * d : 0);
   TG_RETURN_IF_ERROR(
       AddRandomMatrix(w, p + "ffn_gate_inp.weight", DType::kF32, e, d, seed, threads));
-  for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight"}) {
-    TG_RETURN_IF_ERROR(
-        AddRandomMatrix(w, p + name, type_of(p + name, d), e * ff, d, seed, threads, e));
+  if (biases) {
+    std::vector<float> b(e);
+    FillNormal(TensorKey(seed, p + "ffn_gate_inp.bias"), 0, b.data(), e);
+    TG_RETURN_IF_ERROR(AddVector(w, p + "ffn_gate_inp.bias", b));
+  }
+  for (const char* name : {"ffn_gate_exps", "ffn_up_exps"}) {
+    const std::string weight = p + name + ".weight";
+    TG_RETURN_IF_ERROR(AddRandomMatrix(w, weight, type_of(weight, d), e * ff, d, seed, threads, e));
+    if (biases) {
+      TG_RETURN_IF_ERROR(AddRandomMatrix(w, p + name + ".bias", DType::kF32, e, ff, seed, threads));
+    }
   }
   const std::string down = p + "ffn_down_exps.weight";
-  return AddRandomMatrix(w, down, type_of(down, ff), e * d, ff, seed, threads, e);
+  TG_RETURN_IF_ERROR(AddRandomMatrix(w, down, type_of(down, ff), e * d, ff, seed, threads, e));
+  if (biases) {
+    TG_RETURN_IF_ERROR(
+        AddRandomMatrix(w, p + "ffn_down_exps.bias", DType::kF32, e, d, seed, threads));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -271,19 +310,20 @@ absl::Status ValidateSynthShape(const SynthShape& s, DType type) {
   if (std::find(std::begin(kSynthArchs), std::end(kSynthArchs), s.arch) == std::end(kSynthArchs)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--arch: unknown architecture '", s.arch,
-                     "' (expected llama, qwen2, qwen3, phi3, gemma3 or qwen3moe)"));
+                     "' (expected llama, qwen2, qwen3, phi3, gemma3, qwen3moe or gpt-oss)"));
   }
   if (s.n_expert < 0 || s.n_expert_used < 0 || s.n_expert_used > s.n_expert ||
       (s.n_expert > 0) != (s.n_expert_used > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--experts-used: ", s.n_expert_used,
                                                    " must be in [1, --experts ", s.n_expert, "]"));
   }
-  if (s.arch == "qwen3moe" && s.n_expert == 0) {
-    return absl::InvalidArgumentError("--experts: qwen3moe needs experts");
+  const bool moe_only = s.arch == "qwen3moe" || s.arch == "gpt-oss";
+  if (moe_only && s.n_expert == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--experts: ", s.arch, " needs experts"));
   }
-  if (s.n_expert > 0 && s.arch != "qwen3moe" && s.arch != "llama") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--experts: the ", s.arch, " layout has no experts (llama and qwen3moe do)"));
+  if (s.n_expert > 0 && !moe_only && s.arch != "llama") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--experts: the ", s.arch, " layout has no experts (llama, qwen3moe and gpt-oss do)"));
   }
   if (s.head_dim == 0 && s.dim % s.heads != 0) {
     return absl::InvalidArgumentError(
@@ -345,14 +385,25 @@ void SetSynthHyperparameters(GgufWriter& w, const SynthShape& s, int64_t n_vocab
         a + "rope.scaling.attn_factor",
         static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(s.longrope_orig_ctx))));
   }
+  if (s.yarn_factor > 0) {
+    // What the converter writes for rope_scaling {yarn, factor, beta_fast 32, beta_slow 1}.
+    w.SetString(a + "rope.scaling.type", "yarn");
+    w.SetFloat32(a + "rope.scaling.factor", s.yarn_factor);
+    w.SetUint32(a + "rope.scaling.original_context_length", s.yarn_orig_ctx);
+    w.SetFloat32(a + "rope.scaling.yarn_beta_fast", 32.0f);
+    w.SetFloat32(a + "rope.scaling.yarn_beta_slow", 1.0f);
+  }
   if (s.n_expert > 0) {
     w.SetUint32(a + "expert_count", s.n_expert);
     w.SetUint32(a + "expert_used_count", s.n_expert_used);
-    if (s.expert_ffn > 0) w.SetUint32(a + "expert_feed_forward_length", s.expert_ffn);
+    // gpt-oss's loader requires the key; its converter writes it always.
+    if (s.expert_ffn > 0 || s.arch == "gpt-oss") {
+      w.SetUint32(a + "expert_feed_forward_length", s.ExpertFfn());
+    }
   }
   if (s.sliding_window > 0) {
     w.SetUint32(a + "attention.sliding_window", s.sliding_window);
-    w.SetFloat32(a + "rope.freq_base_swa", s.rope_base_swa);
+    if (s.arch == "gemma3") w.SetFloat32(a + "rope.freq_base_swa", s.rope_base_swa);
   }
 }
 
@@ -424,7 +475,7 @@ absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, const SynthType
       TG_RETURN_IF_ERROR(matrix(p + "attn_k.weight", kv_dim, d));
       TG_RETURN_IF_ERROR(matrix(p + "attn_v.weight", kv_dim, d));
     }
-    if (s.arch == "qwen2") {
+    if (s.arch == "qwen2" || s.arch == "gpt-oss") {
       TG_RETURN_IF_ERROR(bias(p + "attn_q.bias", q_dim));
       TG_RETURN_IF_ERROR(bias(p + "attn_k.bias", kv_dim));
       TG_RETURN_IF_ERROR(bias(p + "attn_v.bias", kv_dim));
@@ -434,8 +485,14 @@ absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, const SynthType
       TG_RETURN_IF_ERROR(ones(p + "attn_k_norm.weight", hd));
     }
     TG_RETURN_IF_ERROR(matrix(p + "attn_output.weight", d, q_dim));
+    if (s.arch == "gpt-oss") {
+      TG_RETURN_IF_ERROR(bias(p + "attn_output.bias", d));
+      TG_RETURN_IF_ERROR(bias(p + "attn_sinks.weight", s.heads));  // one logit per head
+    }
     if (s.arch == "gemma3") TG_RETURN_IF_ERROR(ones(p + "post_attention_norm.weight", d));
-    TG_RETURN_IF_ERROR(ones(p + "ffn_norm.weight", d));
+    // gpt-oss's pre-FFN norm carries the name Gemma's post-attention norm has.
+    TG_RETURN_IF_ERROR(
+        ones(p + (s.arch == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), d));
     if (s.n_expert > 0) {
       TG_RETURN_IF_ERROR(AddExperts(w, s, p, type_of, seed, threads, totals));
     } else if (s.arch == "phi3") {

@@ -1,12 +1,14 @@
-// textgen-synth-model: writes a GGUF of a real model's shape (Llama, Qwen2/3, Phi-3, Gemma 3)
-// with synthetic weights, so speed can be measured on the models users run without downloading
-// them (like vLLM's dummy weights). The tokenizer is copied from a vocab GGUF, so prompts tokenize
-// as with the real model; the generated text is of course noise.
+// textgen-synth-model: writes a GGUF of a real model's shape (Llama, Qwen2/3, Phi-3, Gemma 3,
+// and the mixtures of experts Mixtral, Qwen3-MoE, gpt-oss) with synthetic weights, so speed can be
+// measured on the models users run without downloading them (like vLLM's dummy weights). The
+// tokenizer is copied from a vocab GGUF, so prompts tokenize as with the real model; the generated
+// text is of course noise.
 //
 //   textgen-synth-model --shape NAME --type f32|f16|bf16|q8_0|q4_k_m|... --out PATH
 //                       [--vocab GGUF] [--seed N] [--threads N]
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -47,19 +49,22 @@ constexpr char kShapeHelp[] =
 vocab); llama-3.2-1b (Llama 3 rope scaling), qwen2.5-0.5b, qwen3-0.6b,
 phi-3.5-mini (longrope), gemma-3-1b (sliding window), qwen3-30b-a3b
 (128 experts, 8 per token), mixtral-8x7b (8 experts, 2 per token), each
-with its family's vocab; or custom. --layers N writes a named shape at
-reduced depth)";
+with its family's vocab; gpt-oss-20b (32 experts, 4 per token, sinks,
+YaRN; the Qwen3 vocab padded to 201088 tokens); or custom. --layers N
+writes a named shape at reduced depth)";
 
 constexpr char kTypeHelp[] =
     R"(f32, f16, bf16: every matrix of that type; q8_0, q4_0, q4_1, q5_0,
 q5_1, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m,
-q6_k, iq4_nl, iq4_xs: llama-quantize's file types, each matrix of the
-type llama-quantize (no imatrix) gives it, quantized as llama.cpp
-does. Norm and bias vectors stay f32)";
+q6_k, iq4_nl, iq4_xs, mxfp4_moe: llama-quantize's file types, each
+matrix of the type llama-quantize (no imatrix) gives it, quantized as
+llama.cpp does (mxfp4_moe: experts MXFP4, other matrices Q8_0). Norms,
+biases and routers stay f32)";
 
 constexpr char kVocabHelp[] =
     R"(tokenizer source; every tokenizer.* key is copied and its token
-count is the vocab size (default: the shape's vocab file,
+count is the vocab size unless the shape pads it (gpt-oss-20b,
+--vocab-size) (default: the shape's vocab file,
 ggml-vocab-llama-spm.gguf for custom, in $TEXTGEN_MODELS/vocab/, else
 ../shared/models/vocab/, else models/vocab/))";
 
@@ -97,14 +102,15 @@ std::string DefaultVocab(const std::string& file) {
 // --shape custom's dimensions; each an error with a fixed shape.
 struct CustomShapeFlags {
   std::optional<int> dim, layers, heads, kv_heads, head_dim, ffn, ctx, experts, experts_used,
-      expert_ffn;
+      expert_ffn, vocab_size;
   std::optional<std::string> arch;
 };
 
 void AddShapeFlags(cli::FlagSet& f, CustomShapeFlags& c) {
   f.SetGroup("Custom shape (with --shape custom)");
   f.AddWith<std::string>("--arch", cli::Text(), "A",
-                         "llama (default), qwen2, qwen3, phi3 or gemma3: the layout",
+                         "llama (default), qwen2, qwen3, phi3, gemma3, qwen3moe or gpt-oss: the "
+                         "layout (gpt-oss: window 128 on even layers, YaRN x32 from ctx / 32)",
                          [&c](const std::string& v) { c.arch = v; });
   const auto dim = [&f](const char* name, std::optional<int>* field, const char* help) {
     f.AddWith<int>(name, cli::Int<int>(1, 1 << 20), "N", help, [field](int v) { *field = v; });
@@ -117,9 +123,12 @@ void AddShapeFlags(cli::FlagSet& f, CustomShapeFlags& c) {
   dim("--head-dim", &c.head_dim, "head size (default: dim / heads)");
   dim("--ffn", &c.ffn, "feed-forward width");
   dim("--ctx", &c.ctx, "trained context length (default 2048)");
-  dim("--experts", &c.experts, "experts per layer (llama or qwen3moe; default: a dense FFN)");
+  dim("--experts", &c.experts,
+      "experts per layer (llama, qwen3moe or gpt-oss; default: a dense FFN)");
   dim("--experts-used", &c.experts_used, "experts per token (with --experts)");
   dim("--expert-ffn", &c.expert_ffn, "each expert's FFN width (default: --ffn)");
+  dim("--vocab-size", &c.vocab_size,
+      "pad the tokenizer with unused tokens to this many (default: the vocab file's count)");
 }
 
 Args ParseArgs(int argc, char** argv) {
@@ -148,8 +157,9 @@ Args ParseArgs(int argc, char** argv) {
                      head_dim = c.head_dim, ffn = c.ffn, ctx = c.ctx;
   std::optional<std::string> arch = c.arch;
   std::string first_shape_flag;
-  for (const char* flag : {"--arch", "--dim", "--heads", "--kv-heads", "--head-dim", "--ffn",
-                           "--ctx", "--experts", "--experts-used", "--expert-ffn"}) {
+  for (const char* flag :
+       {"--arch", "--dim", "--heads", "--kv-heads", "--head-dim", "--ffn", "--ctx", "--experts",
+        "--experts-used", "--expert-ffn", "--vocab-size"}) {
     if (first_shape_flag.empty() && f.Given(flag)) first_shape_flag = flag;
   }
 
@@ -170,6 +180,12 @@ Args ParseArgs(int argc, char** argv) {
     a.shape.n_expert = c.experts.value_or(0);
     a.shape.n_expert_used = c.experts_used.value_or(0);
     a.shape.expert_ffn = c.expert_ffn.value_or(0);
+    a.shape.vocab_size = c.vocab_size.value_or(0);
+    if (a.shape.arch == "gpt-oss") {  // as gpt-oss-20b: trained at 1/32 of its context
+      a.shape.sliding_window = 128;
+      a.shape.yarn_factor = 32.0f;
+      a.shape.yarn_orig_ctx = std::max(1, a.shape.ctx / 32);
+    }
   } else {
     const SynthShape* found = nullptr;
     std::string names;
@@ -213,13 +229,41 @@ std::unique_ptr<GgufFile> OpenVocab(const std::string& path) {
   if (tokens == nullptr || tokens->type != GgufValueType::kArray || tokens->array.empty()) {
     BadFlag("--vocab: " + path + " has no tokenizer.ggml.tokens array");
   }
+  const GgufValue* types = (*vocab)->Find("tokenizer.ggml.token_type");
+  if (types != nullptr &&
+      (types->type != GgufValueType::kArray || types->array.size() != tokens->array.size())) {
+    BadFlag("--vocab: " + path + " has a tokenizer.ggml.token_type that is not one per token");
+  }
   return std::move(vocab).value();
+}
+
+// Copies every tokenizer.* key of `vocab` into `w`, the per-token arrays (tokens, token_type,
+// scores) padded to `n_vocab` entries as llama.cpp's converters pad Qwen's: "[PADi]" tokens of
+// type 5 (unused), which no text tokenizes to.
+void CopyTokenizer(GgufWriter& w, const GgufFile& vocab, int64_t n_vocab) {
+  for (const auto& [key, value] : vocab.metadata()) {
+    if (!key.starts_with("tokenizer.")) continue;
+    GgufValue v = value;
+    if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.token_type" ||
+        key == "tokenizer.ggml.scores") {
+      for (int64_t i = static_cast<int64_t>(v.array.size()); i < n_vocab; ++i) {
+        if (key == "tokenizer.ggml.tokens") {
+          v.array.push_back(GgufString(absl::StrCat("[PAD", i, "]")));
+        } else if (key == "tokenizer.ggml.token_type") {
+          v.array.push_back(GgufInt(v.array_type, 5));
+        } else {
+          v.array.push_back(GgufFloat(v.array_type, -1000.0));
+        }
+      }
+    }
+    w.Set(key, std::move(v));
+  }
 }
 
 absl::StatusOr<Written> WriteModel(const Args& a, const GgufFile& vocab) {
   const GgufValue* tokens = vocab.Find("tokenizer.ggml.tokens");
-  const int64_t n_vocab = static_cast<int64_t>(tokens->array.size());
   const SynthShape& s = a.shape;
+  const int64_t n_vocab = std::max<int64_t>(tokens->array.size(), s.vocab_size);
 
   GgufWriter w;
   w.SetString("general.architecture", s.arch);
@@ -231,9 +275,7 @@ absl::StatusOr<Written> WriteModel(const Args& a, const GgufFile& vocab) {
     w.SetUint32("general.quantization_version", 2);
   }
   SetSynthHyperparameters(w, s, n_vocab);
-  for (const auto& [key, value] : vocab.metadata()) {
-    if (key.starts_with("tokenizer.")) w.Set(key, value);
-  }
+  CopyTokenizer(w, vocab, n_vocab);
 
   Written out;
   SynthTotals totals;
@@ -263,6 +305,11 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   const textgen::Args args = textgen::ParseArgs(argc, argv);
   const std::unique_ptr<textgen::GgufFile> vocab = textgen::OpenVocab(args.vocab);
+  const size_t n_tokens = vocab->Find("tokenizer.ggml.tokens")->array.size();
+  if (args.shape.vocab_size > 0 && static_cast<size_t>(args.shape.vocab_size) < n_tokens) {
+    textgen::BadFlag(absl::StrCat("--vocab-size: ", args.shape.vocab_size, " is below the ",
+                                  n_tokens, " tokens of ", args.vocab));
+  }
   absl::StatusOr<textgen::Written> written = textgen::WriteModel(args, *vocab);
   if (!written.ok()) textgen::Die(1, std::string(written.status().message()));
   const double seconds =

@@ -153,21 +153,41 @@ inline __m256i HighBits(const uint8_t* qh) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
 }
 
-// A weight block decoded once for every activation row: u8 values (or, for IQ4_NL and MXFP4,
+// A weight block decoded once for every activation row: u8 values (or, for IQ4_NL,
 // |v| and the signs to give the activations), the integer offset per unit of sum(q_x), d and
 // min.
 struct Decoded {
   __m256i u;
-  __m256i sign;  // IQ4_NL, MXFP4: the table values, whose signs move onto the activations
+  __m256i sign;  // IQ4_NL: the table values, whose signs move onto the activations
   int offset;
   float d, m;
 };
+
+// AVX2: the tables whose values + kAvx2Bias stay small enough for maddubs (2 x 24 x 127 fits
+// int16): MXFP4 (|v| <= 12). The biased values are plain u8 like Q4_0's nibbles, with the
+// offset -12 x sum(q_x) as one int32 term, which saves the two sign ops per block the signed
+// tables need (IQ4_NL's values reach -127: biased they would saturate).
+template <typename Block>
+constexpr bool kAvx2Biased = std::is_same_v<Block, BlockMXFP4>;
+constexpr int kAvx2Bias = 12;
+template <typename Block>
+constexpr bool kAvx2Signed = kTable<Block> && !kAvx2Biased<Block>;
 
 template <typename Block>
 inline Decoded Decode(const Block& b) {
   Decoded k{};
   k.d = Scale(b);
-  if constexpr (kTable<Block>) {
+  if constexpr (kAvx2Biased<Block>) {
+    alignas(16) static constexpr auto kBiased = [] {
+      std::array<uint8_t, 16> t{};
+      for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kMxfp4Values[i] + kAvx2Bias);
+      return t;
+    }();
+    const __m256i table = _mm256_broadcastsi128_si256(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(kBiased.data())));
+    k.u = _mm256_shuffle_epi8(table, Nibbles(b.qs));
+    k.offset = -kAvx2Bias;
+  } else if constexpr (kTable<Block>) {
     const int8_t* values = std::is_same_v<Block, BlockIQ4_NL> ? kIq4nlValues : kMxfp4Values;
     const __m256i table =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
@@ -199,9 +219,9 @@ inline void RowTile(const Block* row, int64_t nb, const BlockQ8_1* xq, float* y,
     for (int i = 0; i < MR; ++i) {
       const BlockQ8_1& a = xq[i * nb + b];
       __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
-      if constexpr (kTable<Block>) x = _mm256_sign_epi8(x, k.sign);
+      if constexpr (kAvx2Signed<Block>) x = _mm256_sign_epi8(x, k.sign);
       __m256i s = _mm256_setzero_si256();
-      if constexpr (!kTable<Block> && !kHasMin<Block>) {
+      if constexpr (!kAvx2Signed<Block> && !kHasMin<Block>) {
         s = _mm256_setr_epi32(k.offset * a.sum, 0, 0, 0, 0, 0, 0, 0);
       }
       s = DotU8S8(s, k.u, x);

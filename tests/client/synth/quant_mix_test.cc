@@ -39,7 +39,7 @@ TEST_CASE("quant mixes carry llama.cpp's LLAMA_FTYPE values", "[synth]") {
       {"f32", 0},     {"f16", 1},     {"q4_0", 2},    {"q4_1", 3},    {"q8_0", 7},
       {"q5_0", 8},    {"q5_1", 9},    {"q2_k", 10},   {"q3_k_s", 11}, {"q3_k_m", 12},
       {"q3_k_l", 13}, {"q4_k_s", 14}, {"q4_k_m", 15}, {"q5_k_s", 16}, {"q5_k_m", 17},
-      {"q6_k", 18},   {"iq4_nl", 25}, {"iq4_xs", 30}, {"bf16", 32}};
+      {"q6_k", 18},   {"iq4_nl", 25}, {"iq4_xs", 30}, {"bf16", 32},   {"mxfp4_moe", 38}};
   CHECK(QuantMixes().size() == want.size());
   for (const auto& [name, ftype] : want) {
     INFO(name);
@@ -82,6 +82,34 @@ TEST_CASE("experts: Mixtral's 8-expert rules, and expert stacks follow the dense
   CHECK(LayersOf(mix, qwen3moe, "ffn_up_exps.weight", 2048, DType::kQ4_K).size() == 48);
   // 128 experts: no Mixtral rule (attn_k stays Q4_K).
   CHECK(LayersOf(mix, qwen3moe, "attn_k.weight", 2048, DType::kQ4_K).size() == 48);
+}
+
+TEST_CASE("MXFP4_MOE: expert stacks MXFP4, every other matrix Q8_0", "[synth]") {
+  // llama_tensor_get_type_impl: the output (and a tied token_embd) Q8_0 first, then for this
+  // ftype ne[2] > 1 -> MXFP4, else Q8_0, whatever the layer or the GQA ratio.
+  const QuantMix mix = Mix("mxfp4_moe");
+  CHECK(mix.base == DType::kMXFP4);
+  const QuantMixModel gpt_oss{.n_layer = 24, .n_head = 64, .n_head_kv = 8, .n_expert = 32};
+  CHECK(ChooseTensorType(mix, gpt_oss, "token_embd.weight", 2880) == DType::kQ8_0);
+  CHECK(ChooseTensorType(mix, gpt_oss, "output.weight", 2880) == DType::kQ8_0);
+  for (const char* t : {"ffn_gate_exps.weight", "ffn_up_exps.weight"}) {
+    INFO(t);
+    CHECK(LayersOf(mix, gpt_oss, t, 2880, DType::kMXFP4).size() == 24);
+  }
+  CHECK(LayersOf(mix, gpt_oss, "ffn_down_exps.weight", 2880, DType::kMXFP4).size() == 24);
+  for (const char* t : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight"}) {
+    INFO(t);
+    CHECK(LayersOf(mix, gpt_oss, t, 2880, DType::kQ8_0).size() == 24);
+  }
+  // Mixtral's 8-expert rules do not apply to this ftype; a dense model is all Q8_0, tied
+  // embeddings included.
+  const QuantMixModel mixtral{.n_layer = 32, .n_head = 32, .n_head_kv = 8, .n_expert = 8};
+  CHECK(LayersOf(mix, mixtral, "attn_output.weight", 4096, DType::kQ8_0).size() == 32);
+  CHECK(LayersOf(mix, mixtral, "ffn_down_exps.weight", 14336, DType::kMXFP4).size() == 32);
+  CHECK(ChooseTensorType(mix, kLlama32_1B, "token_embd.weight", 2048) == DType::kQ8_0);
+  CHECK(LayersOf(mix, kLlama32_1B, "ffn_down.weight", 8192, DType::kQ8_0).size() == 16);
+  // Rows that fit no 32-value block: F16 (llama-quantize has no fallback for Q8_0 and stops).
+  CHECK(ChooseTensorType(mix, gpt_oss, "blk.0.attn_q.weight", 100) == DType::kF16);
 }
 
 TEST_CASE("Llama-3.2-1B: tied token_embd is the output, and the GQA-4 rules apply", "[synth]") {

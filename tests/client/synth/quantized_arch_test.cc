@@ -1,7 +1,8 @@
 // Quantized weights in every architecture: a model textgen-synth-model writes in Q4_K_M (Q4_K
 // and Q6_K rows, Phi-3's fused QKV and gate/up split as row views of quantized rows, Qwen2
-// biases, q/k norms, Gemma's post norms) computes in exact mode what its dequantized F32 twin
-// computes: the same greedy ids, logprobs within 1e-4.
+// biases, q/k norms, Gemma's post norms), or gpt-oss in MXFP4_MOE (MXFP4 experts, Q8_0 rest),
+// computes in exact mode what its dequantized F32 twin computes: the same greedy ids, logprobs
+// within 1e-4.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -87,6 +88,91 @@ TEST_CASE("quantized models of every architecture compute what their dequantized
       CHECK(std::abs(lq[i].get<double>() - lf[i].get<double>()) < 1e-4);
     }
   }
+}
+
+// The command writing a reduced gpt-oss (custom shape) with the Llama 2 vocab; `extra` flags.
+std::string GptOssCommand(const std::string& path, const std::string& extra) {
+  return Bin("textgen-synth-model") +
+         " --shape custom --arch gpt-oss --dim 128 --layers 2 --heads 4 --kv-heads 2" +
+         " --head-dim 32 --ffn 256 --experts 4 --experts-used 2 --ctx 4096 --vocab " +
+         ShellQuote(testing::ModelPath("vocab/ggml-vocab-llama-spm.gguf")) + " --out " +
+         ShellQuote(path) + " " + extra + " 2>&1";
+}
+
+TEST_CASE("gpt-oss in mxfp4_moe: MXFP4 experts, Q8_0 matrices, padded vocab, exact twin",
+          "[cli][quant]") {
+  const std::string path = testing::ScratchDir() + "/gpt-oss-mxfp4_moe.gguf";
+  testing::CommandResult w = RunCommand(GptOssCommand(path, "--type mxfp4_moe --vocab-size 32768"));
+  INFO(w.out);
+  REQUIRE(w.exit_code == 0);
+  auto gguf = GgufFile::Open(path);
+  REQUIRE(gguf.ok());
+  int mxfp4 = 0, q8 = 0;
+  for (const GgufTensorInfo& t : (*gguf)->tensors()) {
+    INFO(t.name);
+    const bool stack = t.name.find("_exps.weight") != std::string::npos;
+    if (stack) {
+      CHECK(t.type == DType::kMXFP4);
+      CHECK(t.dims.size() == 3);
+      ++mxfp4;
+    } else if (t.dims.size() == 2 && t.name.ends_with(".weight") &&
+               t.name.find("ffn_gate_inp") == std::string::npos) {
+      CHECK(t.type == DType::kQ8_0);  // token_embd, output, attention
+      ++q8;
+    } else {
+      CHECK(t.type == DType::kF32);  // norms, biases, sinks, routers
+    }
+  }
+  CHECK(mxfp4 == 2 * 3);
+  CHECK(q8 == 2 + 2 * 4);
+  const GgufValue* ftype = (*gguf)->Find("general.file_type");
+  REQUIRE(ftype != nullptr);
+  CHECK(std::get<uint64_t>(ftype->scalar) == 38);  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+
+  // The Llama 2 vocab's 32,000 tokens padded with unused ones to 32,768, like the matrices.
+  const GgufValue* tokens = (*gguf)->Find("tokenizer.ggml.tokens");
+  const GgufValue* types = (*gguf)->Find("tokenizer.ggml.token_type");
+  const GgufValue* scores = (*gguf)->Find("tokenizer.ggml.scores");
+  REQUIRE((tokens != nullptr && types != nullptr && scores != nullptr));
+  REQUIRE(tokens->array.size() == 32768);
+  CHECK(types->array.size() == 32768);
+  CHECK(scores->array.size() == 32768);
+  CHECK(std::get<std::string>(tokens->array.back().scalar) == "[PAD32767]");
+  CHECK(std::get<int64_t>(types->array[32000].scalar) == 5);
+  CHECK((*gguf)->FindTensor("output.weight")->dims == std::vector<int64_t>{128, 32768});
+
+  const nlohmann::json q = Run(path);
+  const nlohmann::json f = Run(WriteF32Twin(path));
+  CHECK(q["generated_ids"].size() == 12);
+  CHECK(q["generated_ids"] == f["generated_ids"]);
+  const auto& lq = q["logprobs"];
+  const auto& lf = f["logprobs"];
+  REQUIRE(lq.size() == lf.size());
+  for (size_t i = 0; i < lq.size(); ++i) {
+    CHECK(std::abs(lq[i].get<double>() - lf[i].get<double>()) < 1e-4);
+  }
+}
+
+TEST_CASE(
+    "textgen-synth-model rejects a vocab size below the tokenizer's and gpt-oss without "
+    "experts",
+    "[cli][quant]") {
+  const std::string path = testing::ScratchDir() + "/gpt-oss-bad.gguf";
+  testing::CommandResult small =
+      RunCommand(GptOssCommand(path, "--type mxfp4_moe --vocab-size 1000"));
+  CHECK(small.exit_code == 2);
+  CHECK_THAT(small.out, Catch::Contains("--vocab-size: 1000 is below the 32000 tokens"));
+  testing::CommandResult dense = RunCommand(
+      Bin("textgen-synth-model") + " --shape custom --arch gpt-oss --dim 128 --layers 1" +
+      " --heads 4 --ffn 256 --type f32 --out " + ShellQuote(path) + " 2>&1");
+  CHECK(dense.exit_code == 2);
+  CHECK_THAT(dense.out, Catch::Contains("--experts: gpt-oss needs experts"));
+  testing::CommandResult named = RunCommand(Bin("textgen-synth-model") +
+                                            " --shape gpt-oss-20b --vocab-size 250000 --type "
+                                            "f32 --out " +
+                                            ShellQuote(path) + " 2>&1");
+  CHECK(named.exit_code == 2);
+  CHECK_THAT(named.out, Catch::Contains("--vocab-size: only with --shape custom"));
 }
 
 }  // namespace quantized_arch_test

@@ -3,11 +3,14 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/format/gguf_file.h"
+#include "engine/format/gguf_writer.h"
 #include "tests/test_util.h"
 
 namespace textgen {
@@ -63,6 +66,84 @@ TEST_CASE("ValidateSynthShape names the flag at fault", "[synth]") {
   CHECK(ValidateSynthShape(q8_rows, DType::kF32).ok());
   CHECK_THAT(std::string(ValidateSynthShape(q8_rows, DType::kQ8_0).message()),
              Catch::StartsWith("--heads"));
+}
+
+// (name, type, dims) of every tensor, and the `<arch>.*` keys of a GGUF.
+using TensorSet = std::set<std::tuple<std::string, DType, std::vector<int64_t>>>;
+TensorSet TensorsOf(const GgufFile& g) {
+  TensorSet out;
+  for (const GgufTensorInfo& t : g.tensors()) out.emplace(t.name, t.type, t.dims);
+  return out;
+}
+std::map<std::string, GgufValue> ArchKeys(const GgufFile& g, const std::string& arch) {
+  std::map<std::string, GgufValue> out;
+  for (const auto& [key, value] : g.metadata()) {
+    if (key.starts_with(arch + ".")) out.emplace(key, value);
+  }
+  return out;
+}
+
+TEST_CASE("the gpt-oss layout is what llama.cpp's converter writes", "[synth]") {
+  // moe/gpt-oss.gguf was written by convert_hf_to_gguf.py-style code for gpt-oss and loads in
+  // llama.cpp (moe/README.md): the same hyperparameters give the same keys, values and tensors.
+  auto ref = GgufFile::Open(testing::ModelPath("moe/gpt-oss.gguf"));
+  REQUIRE(ref.ok());
+  const SynthShape s{.name = "custom",
+                     .arch = "gpt-oss",
+                     .dim = 128,
+                     .layers = 2,
+                     .heads = 8,
+                     .kv_heads = 4,
+                     .ffn = 192,
+                     .ctx = 16384,
+                     .head_dim = 16,
+                     .rope_base = 10000.0f,
+                     .rms_eps = 1e-6f,
+                     .sliding_window = 16,
+                     .yarn_factor = 32.0f,
+                     .yarn_orig_ctx = 512,
+                     .n_expert = 4,
+                     .n_expert_used = 2,
+                     .expert_ffn = 192};
+  REQUIRE(ValidateSynthShape(s, DType::kMXFP4).ok());
+  GgufWriter w;
+  SetSynthHyperparameters(w, s, 2048);
+  SynthTotals totals;
+  REQUIRE(AddSynthTensors(w, s, DType::kF32, 2048, 1, &totals, 1).ok());
+  const std::string path = testing::ScratchDir() + "/gpt-oss-layout.gguf";
+  REQUIRE(w.Write(path).ok());
+  auto ours = GgufFile::Open(path);
+  REQUIRE(ours.ok());
+
+  CHECK(TensorsOf(**ours) == TensorsOf(**ref));
+  const auto want = ArchKeys(**ref, "gpt-oss"), got = ArchKeys(**ours, "gpt-oss");
+  CHECK(got.size() == want.size());
+  for (const auto& [key, value] : want) {
+    INFO(key);
+    auto it = got.find(key);
+    REQUIRE(it != got.end());
+    CHECK(it->second.type == value.type);
+    CHECK(it->second.scalar == value.scalar);
+  }
+}
+
+TEST_CASE("the gpt-oss-20b shape has the model card's 20.9 B parameters", "[synth]") {
+  // OpenAI's gpt-oss model card: 20.91 B parameters in total, 3.61 B active (4 of 32 experts,
+  // embeddings not counted). No tensor is generated: fillers run only on Write.
+  const SynthShape* s = nullptr;
+  for (const SynthShape& shape : SynthShapes()) {
+    if (shape.name == "gpt-oss-20b") s = &shape;
+  }
+  REQUIRE(s != nullptr);
+  REQUIRE(s->vocab_size == 201088);
+  GgufWriter w;
+  SynthTotals totals;
+  REQUIRE(AddSynthTensors(w, *s, DType::kMXFP4, s->vocab_size, 1, &totals).ok());
+  CHECK(totals.params == Approx(20.91e9).epsilon(0.005));
+  const int64_t expert = 3 * int64_t{s->dim} * s->ExpertFfn();
+  const int64_t active = totals.params - int64_t{s->vocab_size} * s->dim -
+                         int64_t{s->layers} * (s->n_expert - s->n_expert_used) * expert;
+  CHECK(active == Approx(3.61e9).epsilon(0.01));
 }
 
 }  // namespace synth_layout_test
