@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "engine/format/quantize.h"
+#include "engine/model/arch.h"
 #include "engine/util/status_macros.h"
 
 namespace textgen {
@@ -265,8 +266,11 @@ std::vector<float> LongropeFactors(int half, bool long_factors) {
   return f;
 }
 
-bool HasQkNorm(const SynthShape& s) {
-  return s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3";
+// The engine's table of the shape's architecture (engine/model/families/): which tensors a
+// layer has follows from it. ValidateSynthShape checks the name first.
+const ArchSpec& Arch(const SynthShape& s) {
+  const ArchSpec* a = FindArchByGguf(s.arch);
+  return a != nullptr ? *a : *FindArchByGguf("llama");
 }
 
 // A layer's experts as llama.cpp lays them out: the router (F32: llama-quantize never
@@ -277,7 +281,7 @@ absl::Status AddExperts(GgufWriter& w, const SynthShape& s, const std::string& p
                         const SynthTypeFn& type_of, uint64_t seed, int threads,
                         SynthTotals* totals) {
   const int64_t d = s.dim, ff = s.ExpertFfn(), e = s.n_expert;
-  const bool biases = s.arch == "gpt-oss";
+  const bool biases = Arch(s).moe_biases;
   totals->params += e * d + 3 * e * ff * d + (biases ? e + 2 * e * ff + e * d : 0);
   TG_RETURN_IF_ERROR(
       AddRandomMatrix(w, p + "ffn_gate_inp.weight", DType::kF32, e, d, seed, threads));
@@ -307,7 +311,8 @@ absl::Status AddExperts(GgufWriter& w, const SynthShape& s, const std::string& p
 absl::Span<const SynthShape> SynthShapes() { return kShapes; }
 
 absl::Status ValidateSynthShape(const SynthShape& s, DType type) {
-  if (std::find(std::begin(kSynthArchs), std::end(kSynthArchs), s.arch) == std::end(kSynthArchs)) {
+  if (std::find(std::begin(kSynthArchs), std::end(kSynthArchs), s.arch) == std::end(kSynthArchs) ||
+      FindArchByGguf(s.arch) == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("--arch: unknown architecture '", s.arch,
                      "' (expected llama, qwen2, qwen3, phi3, gemma3, qwen3moe or gpt-oss)"));
@@ -317,11 +322,11 @@ absl::Status ValidateSynthShape(const SynthShape& s, DType type) {
     return absl::InvalidArgumentError(absl::StrCat("--experts-used: ", s.n_expert_used,
                                                    " must be in [1, --experts ", s.n_expert, "]"));
   }
-  const bool moe_only = s.arch == "qwen3moe" || s.arch == "gpt-oss";
+  const bool moe_only = Arch(s).moe == MoeUse::kAlways;
   if (moe_only && s.n_expert == 0) {
     return absl::InvalidArgumentError(absl::StrCat("--experts: ", s.arch, " needs experts"));
   }
-  if (s.n_expert > 0 && !moe_only && s.arch != "llama") {
+  if (s.n_expert > 0 && Arch(s).moe == MoeUse::kNone) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--experts: the ", s.arch, " layout has no experts (llama, qwen3moe and gpt-oss do)"));
   }
@@ -371,6 +376,7 @@ void SetSynthHyperparameters(GgufWriter& w, const SynthShape& s, int64_t n_vocab
   w.SetUint32(a + "attention.head_count_kv", s.kv_heads);
   w.SetFloat32(a + "rope.freq_base", s.rope_base);
   w.SetFloat32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  // Keys only some converters write (convert_hf_to_gguf.py per model class), not layout: by name.
   if (s.arch == "llama" || s.arch == "phi3") w.SetUint32(a + "rope.dimension_count", hd);
   if (s.arch == "llama") w.SetUint32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
   if (s.head_dim > 0) {
@@ -403,7 +409,7 @@ void SetSynthHyperparameters(GgufWriter& w, const SynthShape& s, int64_t n_vocab
   }
   if (s.sliding_window > 0) {
     w.SetUint32(a + "attention.sliding_window", s.sliding_window);
-    if (s.arch == "gemma3") w.SetFloat32(a + "rope.freq_base_swa", s.rope_base_swa);
+    if (Arch(s).reads_swa_rope_base) w.SetFloat32(a + "rope.freq_base_swa", s.rope_base_swa);
   }
 }
 
@@ -435,6 +441,7 @@ absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, DType type, int
 absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, const SynthTypeFn& type_of,
                              int64_t n_vocab, uint64_t seed, SynthTotals* totals, int threads) {
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const ArchSpec& arch = Arch(s);
   const int64_t d = s.dim, ff = s.ffn, hd = s.HeadDim();
   const int64_t q_dim = int64_t{s.heads} * hd, kv_dim = int64_t{s.kv_heads} * hd;
   // Matrices are [out, in] (rows of `in` values), as the engine loads them.
@@ -467,42 +474,39 @@ absl::Status AddSynthTensors(GgufWriter& w, const SynthShape& s, const SynthType
   TG_RETURN_IF_ERROR(matrix("token_embd.weight", n_vocab, d));
   for (int l = 0; l < s.layers; ++l) {
     const std::string p = absl::StrCat("blk.", l, ".");
-    TG_RETURN_IF_ERROR(ones(p + "attn_norm.weight", d));
-    if (s.arch == "phi3") {
+    if (arch.pre_norms) TG_RETURN_IF_ERROR(ones(p + "attn_norm.weight", d));
+    if (arch.fused_qkv) {
       TG_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, d));
     } else {
       TG_RETURN_IF_ERROR(matrix(p + "attn_q.weight", q_dim, d));
       TG_RETURN_IF_ERROR(matrix(p + "attn_k.weight", kv_dim, d));
       TG_RETURN_IF_ERROR(matrix(p + "attn_v.weight", kv_dim, d));
     }
-    if (s.arch == "qwen2" || s.arch == "gpt-oss") {
+    if (arch.qkv_bias) {
       TG_RETURN_IF_ERROR(bias(p + "attn_q.bias", q_dim));
       TG_RETURN_IF_ERROR(bias(p + "attn_k.bias", kv_dim));
       TG_RETURN_IF_ERROR(bias(p + "attn_v.bias", kv_dim));
     }
-    if (HasQkNorm(s)) {
-      TG_RETURN_IF_ERROR(ones(p + "attn_q_norm.weight", hd));
-      TG_RETURN_IF_ERROR(ones(p + "attn_k_norm.weight", hd));
+    if (arch.qk_norm) {
+      TG_RETURN_IF_ERROR(ones(p + "attn_q_norm.weight", arch.qk_norm_whole ? q_dim : hd));
+      TG_RETURN_IF_ERROR(ones(p + "attn_k_norm.weight", arch.qk_norm_whole ? kv_dim : hd));
     }
     TG_RETURN_IF_ERROR(matrix(p + "attn_output.weight", d, q_dim));
-    if (s.arch == "gpt-oss") {
-      TG_RETURN_IF_ERROR(bias(p + "attn_output.bias", d));
-      TG_RETURN_IF_ERROR(bias(p + "attn_sinks.weight", s.heads));  // one logit per head
-    }
-    if (s.arch == "gemma3") TG_RETURN_IF_ERROR(ones(p + "post_attention_norm.weight", d));
-    // gpt-oss's pre-FFN norm carries the name Gemma's post-attention norm has.
-    TG_RETURN_IF_ERROR(
-        ones(p + (s.arch == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), d));
+    if (arch.out_bias) TG_RETURN_IF_ERROR(bias(p + "attn_output.bias", d));
+    if (arch.attn_sinks) TG_RETURN_IF_ERROR(bias(p + "attn_sinks.weight", s.heads));  // per head
+    if (arch.post_norms) TG_RETURN_IF_ERROR(ones(p + "post_attention_norm.weight", d));
+    // gpt-oss's pre-FFN norm carries the name Gemma's post-attention norm has (ArchSpec::ffn_norm).
+    if (arch.pre_norms) TG_RETURN_IF_ERROR(ones(p + arch.ffn_norm, d));
     if (s.n_expert > 0) {
       TG_RETURN_IF_ERROR(AddExperts(w, s, p, type_of, seed, threads, totals));
-    } else if (s.arch == "phi3") {
+    } else if (arch.fused_gate_up) {
       TG_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", 2 * ff, d));  // gate rows, then up rows
     } else {
       TG_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", ff, d));
       TG_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", ff, d));
     }
     if (s.n_expert == 0) TG_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", d, ff));
-    if (s.arch == "gemma3") TG_RETURN_IF_ERROR(ones(p + "post_ffw_norm.weight", d));
+    if (arch.post_norms) TG_RETURN_IF_ERROR(ones(p + "post_ffw_norm.weight", d));
   }
   TG_RETURN_IF_ERROR(ones("output_norm.weight", d));
   if (!s.tied) TG_RETURN_IF_ERROR(matrix("output.weight", n_vocab, d));
