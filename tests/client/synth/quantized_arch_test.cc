@@ -57,6 +57,21 @@ nlohmann::json Run(const std::string& model) {
   return nlohmann::json::parse(r.out);
 }
 
+// The model at `path` and its dequantized F32 twin generate the same ids with logprobs within
+// 1e-4 (weights dequantized exactly, F32 compute in both). Returns the number of ids.
+size_t CheckSameAsF32Twin(const std::string& path) {
+  const nlohmann::json q = Run(path);
+  const nlohmann::json f = Run(WriteF32Twin(path));
+  CHECK(q["generated_ids"] == f["generated_ids"]);
+  const auto& lq = q["logprobs"];
+  const auto& lf = f["logprobs"];
+  REQUIRE(lq.size() == lf.size());
+  for (size_t i = 0; i < lq.size(); ++i) {
+    CHECK(std::abs(lq[i].get<double>() - lf[i].get<double>()) < 1e-4);
+  }
+  return q["generated_ids"].size();
+}
+
 TEST_CASE("quantized models of every architecture compute what their dequantized twins do",
           "[cli][quant]") {
   for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3", "gemma3"}) {
@@ -78,15 +93,7 @@ TEST_CASE("quantized models of every architecture compute what their dequantized
     }
     CHECK(quantized >= 6 * 4);  // every layer's matrices are K-quants
 
-    const nlohmann::json q = Run(path);
-    const nlohmann::json f = Run(WriteF32Twin(path));
-    CHECK(q["generated_ids"] == f["generated_ids"]);
-    const auto& lq = q["logprobs"];
-    const auto& lf = f["logprobs"];
-    REQUIRE(lq.size() == lf.size());
-    for (size_t i = 0; i < lq.size(); ++i) {
-      CHECK(std::abs(lq[i].get<double>() - lf[i].get<double>()) < 1e-4);
-    }
+    CheckSameAsF32Twin(path);
   }
 }
 
@@ -141,16 +148,7 @@ TEST_CASE("gpt-oss in mxfp4_moe: MXFP4 experts, Q8_0 matrices, padded vocab, exa
   CHECK(std::get<int64_t>(types->array[32000].scalar) == 5);
   CHECK((*gguf)->FindTensor("output.weight")->dims == std::vector<int64_t>{128, 32768});
 
-  const nlohmann::json q = Run(path);
-  const nlohmann::json f = Run(WriteF32Twin(path));
-  CHECK(q["generated_ids"].size() == 12);
-  CHECK(q["generated_ids"] == f["generated_ids"]);
-  const auto& lq = q["logprobs"];
-  const auto& lf = f["logprobs"];
-  REQUIRE(lq.size() == lf.size());
-  for (size_t i = 0; i < lq.size(); ++i) {
-    CHECK(std::abs(lq[i].get<double>() - lf[i].get<double>()) < 1e-4);
-  }
+  CHECK(CheckSameAsF32Twin(path) == 12);
 }
 
 TEST_CASE(
