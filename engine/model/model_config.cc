@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "engine/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
