@@ -164,10 +164,15 @@ void AddLimitFlags(cli::FlagSet& f, ServerOptions& o) {
         "(default 64)");
   f.Add("--max-active", &e.max_active_requests, cli::Int<int>(1, kIntMax), "N",
         "requests decoded together in one batch (default 64)");
-  f.Add("--max-step-tokens", &e.max_step_tokens, cli::Int<int>(1, kIntMax), "N",
-        "most tokens one forward pass runs (default 512): each step\nruns every stream's next "
-        "token, then prompts in chunks of\nwhat remains, so a long prompt does not stall the "
-        "others");
+  f.Add("--step-token-budget", &e.step_token_budget, cli::Int<int>(1, kIntMax), "N",
+        "most tokens one forward pass runs while streams decode\n(default 96): each step runs "
+        "every stream's next token,\nthen prompts in chunks of what remains, so a new prompt "
+        "does\nnot stall the running streams");
+  f.Add("--max-step-tokens", &e.step_token_budget, cli::Int<int>(1, kIntMax), "N",
+        "the older name of --step-token-budget");
+  f.Add("--idle-step-tokens", &e.idle_step_tokens, cli::Int<int>(1, kIntMax), "N",
+        "most tokens one forward pass runs when no stream decodes\n(default 512; at least "
+        "--step-token-budget): prompts then\nstall nobody and run in larger chunks");
   f.AddWith<std::string>(
       "--prefix-cache", cli::OneOf({"on", "off"}), "on|off",
       "automatic prefix caching (default on): full KV blocks stay\ncached under their token "

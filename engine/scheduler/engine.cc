@@ -17,9 +17,13 @@ KvType AutoKvType(ops::LinearCompute compute) {
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
-  if (options.max_step_tokens < 1) {
+  if (options.step_token_budget < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_step_tokens must be >= 1, got ", options.max_step_tokens));
+        absl::StrCat("step_token_budget must be >= 1, got ", options.step_token_budget));
+  }
+  if (options.idle_step_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("idle_step_tokens must be >= 1, got ", options.idle_step_tokens));
   }
   auto e = std::unique_ptr<Engine>(new Engine());
   e->options_ = options;
@@ -551,7 +555,8 @@ void Engine::Step() {
   }
   // Decode tokens first: one per running sequence, always. Then prompt chunks, oldest request
   // first (active_ is in admission order), each taking what remains of the budget, so a prompt
-  // may start in the step in which an older one finishes.
+  // may start in the step in which an older one finishes. A step without decode tokens stalls
+  // no stream, so it takes the larger idle budget.
   std::vector<Request*> prefilling;
   int decode_tokens = 0;
   for (Request& a : active_) {
@@ -564,7 +569,10 @@ void Engine::Step() {
     a.decode_tokens = Prepare(a, 0);
     decode_tokens += a.decode_tokens;
   }
-  int budget = std::max(0, options_.max_step_tokens - decode_tokens);
+  const int step_tokens = decode_tokens == 0
+                              ? std::max(options_.step_token_budget, options_.idle_step_tokens)
+                              : options_.step_token_budget;
+  int budget = std::max(0, step_tokens - decode_tokens);
   int prompt_tokens = 0;
   for (Request* a : prefilling) {
     a->prompt_tokens = Prepare(*a, budget);

@@ -57,11 +57,17 @@ struct EngineOptions {
   int max_queued_requests = 64;
   // Requests advanced together per step.
   int max_active_requests = 64;
-  // The most tokens one forward pass runs (>= 1). Each step runs first every decoding
-  // sequence's next token (always, even beyond this budget), then prompt chunks of the requests
-  // still prefilling, oldest first, each taking what remains: a long prompt is prefilled over
-  // several steps instead of stalling every other stream for one long pass.
-  int max_step_tokens = 512;
+  // The most tokens one forward pass runs while any stream is decoding (>= 1). Each step runs
+  // first every decoding sequence's next token (always, even beyond this budget), then prompt
+  // chunks of the requests still prefilling, oldest first, each taking what remains: a long
+  // prompt is prefilled over several steps instead of stalling every running stream for one
+  // long pass. The default keeps a step with 16 streams near 1.5x a decode-only step on the
+  // CPUs we measured (docs/performance.md, "Streams under load").
+  int step_token_budget = 96;
+  // The budget of a step in which no stream decodes (>= step_token_budget is used): nobody
+  // waits on such a step but the prompts themselves, so they run in larger chunks (fewer passes
+  // over the weights) and a lone request's time to first token stays what it was.
+  int idle_step_tokens = 512;
   // A queued request that cannot start yet (its worst case does not fit the KV pool beside the
   // running requests' reservations, or its session's cache is still with a cancelled turn) lets
   // later requests that can start now go first, but is overtaken at most this many times: then

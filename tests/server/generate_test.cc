@@ -184,10 +184,10 @@ TEST_CASE("32 concurrent streams all complete correctly", "[server][generate]") 
   }
 }
 
-TEST_CASE("a small --max-step-tokens prefills in chunks and changes no answer",
+TEST_CASE("a small --step-token-budget prefills in chunks and changes no answer",
           "[server][generate]") {
   ServerProcessOptions o;
-  o.extra_args = {"--max-step-tokens", "3", "--log-level", "warn"};
+  o.extra_args = {"--step-token-budget", "3", "--idle-step-tokens", "5", "--log-level", "warn"};
   ServerProcess server(o);
   int n_predict = 0;
   const std::vector<ReferenceCase> cases = LoadReference(&n_predict);
@@ -210,9 +210,12 @@ TEST_CASE("a small --max-step-tokens prefills in chunks and changes no answer",
 
   const char* bin_dir = std::getenv("TEXTGEN_BIN_DIR");
   REQUIRE(bin_dir != nullptr);
-  CommandResult bad = RunCommand(std::string(bin_dir) + "/textgen-server --max-step-tokens 0 2>&1");
-  CHECK(bad.exit_code == 2);
-  CHECK_THAT(bad.out, Catch::Contains("--max-step-tokens"));
+  // The older name is the same flag.
+  for (const char* flag : {"--step-token-budget", "--max-step-tokens", "--idle-step-tokens"}) {
+    CommandResult bad = RunCommand(std::string(bin_dir) + "/textgen-server " + flag + " 0 2>&1");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.out, Catch::Contains(flag));
+  }
 }
 
 TEST_CASE("a defaulted max_new_tokens stops at the context limit", "[server][generate]") {

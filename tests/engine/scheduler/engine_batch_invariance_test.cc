@@ -29,7 +29,7 @@ std::unique_ptr<Engine> MakeEngine(ops::LinearCompute compute) {
   // Alone, every prompt (at most 24 tokens) is prefilled in one step; together they exceed
   // this budget, so most are cut into chunks at varying points: attention over a prompt must
   // not depend on how it was chunked either.
-  o.max_step_tokens = 24;
+  o.step_token_budget = 24;
   auto e = Engine::Create(o);
   REQUIRE(e.ok());
   return std::move(e).value();
@@ -50,7 +50,7 @@ std::vector<EngineRequest> MixedRequests(const Engine& e) {
   for (int i = 0; i < kRequests; ++i) {
     EngineRequest r;
     r.prompt_ids = e.model().tokenizer().Encode(prompts[i % prompts.size()], true);
-    REQUIRE(r.prompt_ids.size() <= 24);  // one step alone (see max_step_tokens)
+    REQUIRE(r.prompt_ids.size() <= 24);  // one step alone (see step_token_budget)
     r.decoding.max_new_tokens = kNewTokens - 10 * (i % 4);
     r.decoding.ignore_eos = true;
     if (i % 5 == 4) {

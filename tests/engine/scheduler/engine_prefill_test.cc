@@ -1,10 +1,13 @@
-// The per-step token budget (EngineOptions::max_step_tokens): long prompts are prefilled in
+// The per-step token budget (EngineOptions::step_token_budget): long prompts are prefilled in
 // chunks beside running streams, which keep receiving a token every step; results do not depend
 // on the budget or on what shares the steps; no step exceeds the budget except by decode tokens;
-// cancelling mid-prefill frees everything; sessions still reuse their cache.
+// a step in which no stream decodes takes the larger idle budget; cancelling mid-prefill frees
+// everything; sessions still reuse their cache.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -41,12 +44,15 @@ class StepLog {
   std::vector<StepReport> steps_;
 };
 
+// `idle` is the budget of a step without decode tokens (EngineOptions::idle_step_tokens); 0:
+// the same as `budget`, so that every step's chunking follows `budget`.
 std::unique_ptr<Engine> MakeEngine(const std::string& model, int budget,
-                                   std::function<void(const StepReport&)> observer) {
+                                   std::function<void(const StepReport&)> observer, int idle = 0) {
   EngineOptions o;
   o.model_path = testing::ModelPath(model);
   o.kv_blocks = 512;
-  o.max_step_tokens = budget;
+  o.step_token_budget = budget;
+  o.idle_step_tokens = idle == 0 ? budget : idle;
   o.step_observer = std::move(observer);
   // These tests count the prompt tokens each request runs and send the same prompts again:
   // the prefix cache would serve those (tests/engine/scheduler/engine_prefix_cache_test.cc).
@@ -57,11 +63,12 @@ std::unique_ptr<Engine> MakeEngine(const std::string& model, int budget,
 }
 
 // Every step: decode tokens may exceed the budget on their own, but prompt work only fills
-// what the decode tokens left.
-void CheckBudget(const std::vector<StepReport>& steps, int budget) {
+// what the decode tokens left; a step without decode tokens may run up to `idle` (0: `budget`).
+void CheckBudget(const std::vector<StepReport>& steps, int budget, int idle = 0) {
   for (const StepReport& r : steps) {
     INFO("step " << r.step << ": decode " << r.decode_tokens << ", prompt " << r.prompt_tokens);
-    CHECK((r.prompt_tokens == 0 || r.decode_tokens + r.prompt_tokens <= budget));
+    const int limit = r.decode_tokens == 0 ? std::max(budget, idle) : budget;
+    CHECK((r.prompt_tokens == 0 || r.decode_tokens + r.prompt_tokens <= limit));
     int decode = 0, prompt = 0;
     for (const auto& q : r.requests) {
       decode += q.decode_tokens;
@@ -72,14 +79,19 @@ void CheckBudget(const std::vector<StepReport>& steps, int budget) {
   }
 }
 
-TEST_CASE("max_step_tokens below one is refused naming it", "[engine][prefill]") {
+TEST_CASE("a step budget below one is refused naming it", "[engine][prefill]") {
   for (int bad : {0, -5}) {
     EngineOptions o;
     o.model_path = testing::ModelPath("stories260K.gguf");
-    o.max_step_tokens = bad;
+    o.step_token_budget = bad;
     auto e = Engine::Create(o);
     REQUIRE(e.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(e.status().message()), Catch::Contains("max_step_tokens"));
+    CHECK_THAT(std::string(e.status().message()), Catch::Contains("step_token_budget"));
+    o.step_token_budget = 8;
+    o.idle_step_tokens = bad;
+    e = Engine::Create(o);
+    REQUIRE(e.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(e.status().message()), Catch::Contains("idle_step_tokens"));
   }
 }
 
@@ -112,10 +124,13 @@ TEST_CASE("results do not depend on the budget, alone or batched", "[engine][pre
     }
     reference_engine.reset();
 
-    for (int budget : {7, 64, kUnlimitedTokens}) {
-      INFO(model << ", budget " << budget);
+    // {budget, idle budget}: the last one chunks prompts differently whenever no stream decodes.
+    for (auto [budget, idle] : std::vector<std::pair<int, int>>{
+             {7, 7}, {64, 64}, {kUnlimitedTokens, kUnlimitedTokens}, {7, 100}}) {
+      INFO(model << ", budget " << budget << ", idle " << idle);
       StepLog log;
-      auto engine = MakeEngine(model, budget, [&log](const StepReport& r) { log.Add(r); });
+      auto engine = MakeEngine(
+          model, budget, [&log](const StepReport& r) { log.Add(r); }, idle);
       // Alone, one after the other.
       for (size_t i = 0; i < requests.size(); ++i) {
         auto sink = std::make_shared<CollectingSink>();
@@ -140,7 +155,7 @@ TEST_CASE("results do not depend on the budget, alone or batched", "[engine][pre
         CHECK(sinks[i]->ids() == sinks[i]->Wait()->hypotheses[0].ids);
       }
       const std::vector<StepReport> steps = log.steps();
-      CheckBudget(steps, budget);
+      CheckBudget(steps, budget, idle);
       // Each prompt ran exactly once, in as many chunks as the budget needs at least.
       absl::flat_hash_map<uint64_t, size_t> prompt_run, chunks;
       for (const StepReport& r : steps) {
@@ -152,7 +167,7 @@ TEST_CASE("results do not depend on the budget, alone or batched", "[engine][pre
       }
       for (const auto& [id, len] : prompt_len) {
         CHECK(prompt_run[id] == len);
-        CHECK(chunks[id] >= (len + budget - 1) / budget);
+        CHECK(chunks[id] >= (len + idle - 1) / idle);
       }
       EngineStats s = engine->Stats();
       CHECK(s.kv_blocks_free == s.kv_blocks_total);
@@ -170,12 +185,17 @@ TEST_CASE("a running stream gets a token every step while a long prompt is prefi
   };
   absl::Mutex mu;
   std::vector<Seen> seen;
-  auto engine = MakeEngine("stories260K.gguf", budget, [&](const StepReport& r) {
-    // OnDelta of this step has run already (same thread, before the observer).
-    const size_t n = stream->ids().size();
-    absl::MutexLock lock(&mu);
-    seen.push_back({r, n});
-  });
+  // The idle budget is large: it must not apply while the stream decodes.
+  const int idle = 512;
+  auto engine = MakeEngine(
+      "stories260K.gguf", budget,
+      [&](const StepReport& r) {
+        // OnDelta of this step has run already (same thread, before the observer).
+        const size_t n = stream->ids().size();
+        absl::MutexLock lock(&mu);
+        seen.push_back({r, n});
+      },
+      idle);
   EngineRequest running;
   running.prompt_ids = engine->model().tokenizer().Encode("Once upon a time", true);
   running.decoding.max_new_tokens = 450;
@@ -217,7 +237,28 @@ TEST_CASE("a running stream gets a token every step while a long prompt is prefi
   CHECK(prefill_steps == (400 + budget - 2) / (budget - 1));
   std::vector<StepReport> steps;
   for (const Seen& s : seen) steps.push_back(s.report);
-  CheckBudget(steps, budget);
+  CheckBudget(steps, budget, idle);
+}
+
+TEST_CASE("a prompt that stalls no stream runs in chunks of the idle budget", "[engine][prefill]") {
+  const int budget = 16, idle = 128;
+  StepLog log;
+  auto engine = MakeEngine(
+      "stories260K.gguf", budget, [&log](const StepReport& r) { log.Add(r); }, idle);
+  EngineRequest r;
+  r.prompt_ids = LongPrompt(*engine, 400);
+  r.decoding.max_new_tokens = 4;
+  r.decoding.ignore_eos = true;
+  auto sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(r, sink).ok());
+  REQUIRE(sink->Wait().ok());
+  std::vector<int> chunks;
+  for (const StepReport& s : log.steps()) {
+    if (s.prompt_tokens > 0) chunks.push_back(s.prompt_tokens);
+    CHECK((s.prompt_tokens == 0 || s.decode_tokens == 0));  // alone: prompt steps decode nothing
+  }
+  CHECK(chunks == std::vector<int>{128, 128, 128, 16});
+  CheckBudget(log.steps(), budget, idle);
 }
 
 TEST_CASE("cancelling a request in the middle of its chunked prefill frees its blocks",
