@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "engine/decoding/beam_search.h"
 #include "engine/decoding/decoding_options.h"
+#include "engine/decoding/generation_output.h"  // GeneratedToken, StreamDelta, Hypothesis
 #include "engine/decoding/sampler.h"
 #include "engine/decoding/stop_matcher.h"
 #include "engine/decoding/top_logprobs.h"
@@ -60,32 +61,6 @@ inline constexpr int kUnlimitedTokens = std::numeric_limits<int>::max();
 // only the never-shifted first n_keep blocks with a sliding window (the shift rotates the rest
 // in place), else all.
 int PrefixShareableBlocks(const DecodingOptions& options, int block_size);
-
-struct GeneratedToken {
-  int32_t id = 0;
-  // Text this token completes: whole UTF-8 characters only (a byte-fallback token that starts
-  // a character carries "", the one that ends it carries the character).
-  std::string text;
-  double logprob = 0;             // natural log of its probability under the model
-  std::vector<TokenLogprob> top;  // the top_logprobs most likely alternatives
-};
-
-// What a step makes certain. `tokens` are committed; `text` is the new text (stop strings and
-// any text that may still turn into one are held back).
-struct StreamDelta {
-  std::vector<GeneratedToken> tokens;
-  std::string text;
-};
-using StreamSink = std::function<void(const StreamDelta&)>;
-
-struct Hypothesis {
-  std::vector<int32_t> ids;      // generated ids (EOS included when it ended so)
-  std::vector<double> logprobs;  // per id
-  std::string text;              // decoded, cut before the stop string when it stopped on one
-  double score = 0;              // beam: cum_logprob / len^alpha; else cum_logprob
-  double cum_logprob = 0;
-  FinishReason finish_reason = FinishReason::kLength;
-};
 
 struct GenerationStats {
   int prompt_tokens = 0;
