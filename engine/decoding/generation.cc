@@ -258,6 +258,8 @@ void Generation::Follow(const std::vector<BeamChoice>& next) {
 }
 
 void Generation::PublishBlocks() {
+  // Every token the feeds computed is final here. (A pass that verifies drafted tokens must
+  // publish only up to the accepted ones: a published block is shared, never rolled back.)
   const int limit = PrefixShareableBlocks(options_, block_size_);
   if (limit == 0 || !cache_.prefix_cache_enabled()) return;
   for (const SequenceFeed& f : feeds_) cache_.PublishPrefix(f.table(), f.target(), limit);
