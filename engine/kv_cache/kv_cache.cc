@@ -124,6 +124,31 @@ void KvCache::Truncate(BlockTable& t, int num_tokens) {
   t.num_tokens = num_tokens;
 }
 
+absl::Status KvCache::Rollback(BlockTable& t, int num_tokens) {
+  if (num_tokens < 0 || num_tokens > t.num_tokens) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "KV cache rollback of a %d-token sequence to %d tokens", t.num_tokens, num_tokens));
+  }
+  const int bs = pool_->block_size();
+  const int keep = BlocksFor(num_tokens);
+  for (int i = keep; i < t.num_blocks(); ++i) {
+    if (pool_->RefCount(t.blocks[i]) == 1) pool_->Unpublish(t.blocks[i]);
+  }
+  // The cut block's name matters only if it covers rows past the cut (a leaf within the kept
+  // rows, e.g. a session's published tail rolled back by nothing, stays).
+  const PrefixIndex* index = pool_->prefix_index();
+  const int kept_rows = num_tokens - (keep - 1) * bs;
+  if (index != nullptr && num_tokens % bs != 0) {
+    const int32_t cut = t.blocks[keep - 1];
+    if (pool_->RefCount(cut) == 1 && index->published(cut) &&
+        static_cast<int>(index->tokens(cut).size()) > kept_rows) {
+      pool_->Unpublish(cut);
+    }
+  }
+  Truncate(t, num_tokens);
+  return absl::OkStatus();
+}
+
 void KvCache::DropFront(BlockTable& t, int n_blocks_to_drop, int keep_blocks) {
   assert(n_blocks_to_drop >= 0 && keep_blocks >= 0);
   assert(static_cast<int64_t>(keep_blocks) + n_blocks_to_drop <= t.num_blocks());

@@ -94,6 +94,17 @@ class KvCache {
   // blocks no longer needed, e.g. when a session rolls back to an earlier turn. Data in the
   // kept slots is untouched.
   void Truncate(BlockTable& t, int num_tokens);
+  // Speculative decoding's rollback past the first rejected draft: Truncate to `num_tokens`,
+  // and the rejected tokens also leave the prefix cache. A released block that only `t` holds
+  // is unpublished first (it returns to the free list instead of lingering as a cache entry of
+  // a continuation the model rejected); so is the kept last block when the cut falls inside
+  // it, only `t` holds it and its name covers rows past the cut (the next Append rewrites
+  // those rows in place). A block other tables hold keeps its name (its rows are theirs too)
+  // and is never written: the next Append copies it first (copy-on-write, as for a fork). So
+  // after Rollback, Appends and writes of the new slots, no published block holds a row other
+  // than the ones it was published with, and the blocks released are back in the pool.
+  // InvalidArgument, changing nothing, unless 0 <= num_tokens <= t.num_tokens.
+  absl::Status Rollback(BlockTable& t, int num_tokens);
   // Sliding-window eviction: releases `n_blocks_to_drop` whole blocks starting after the first
   // `keep_blocks` (the kept prefix is typically the system prompt / attention sinks), requires
   // keep_blocks + n_blocks_to_drop <= t.num_blocks(). Logical slots after the dropped range

@@ -86,7 +86,8 @@ class PrefixIndex {
   // Keeps only the low `bits` (1..64) of every chain hash, so that different blocks collide.
   void SetHashBitsForTesting(int bits);
 
-  // For invariant tests: the block's name as published (a leaf's hash is its LeafKey), tokens
+  // For invariant tests (and KvCache::Rollback, which asks how many rows a name covers): the
+  // block's name as published (a leaf's hash is its LeafKey), tokens
   // only as many as it holds.
   uint64_t hash(int32_t block) const { return entries_[block].hash; }
   Link parent(int32_t block) const { return entries_[block].parent; }

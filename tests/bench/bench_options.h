@@ -21,6 +21,7 @@ struct BenchOptions {
   bool cache_table = false;  // --cache-table
   bool prefix = false;       // --prefix
   bool structured = false;   // --structured
+  bool verify = false;       // --verify (implied by --verify-rows)
 
   std::vector<std::string> models;  // --model, for --speed and --beam
   ops::LinearCompute compute = ops::LinearCompute::kF32;
@@ -62,6 +63,11 @@ struct BenchOptions {
 
   // --structured: the constrained runs' token cap (bounded schemas end earlier).
   int structured_tokens = 256;
+
+  // --verify: N-row forward passes (speculative verification of N-1 drafts) against 1-row.
+  std::vector<int> verify_rows = {5};
+  int verify_context = 256;
+  int verify_iters = 20;
 
   bool rows_only = false;    // print table rows only, for concatenating processes' output
   bool machine_line = true;  // the first line: CPU, bandwidth, compute, threads

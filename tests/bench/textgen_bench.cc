@@ -25,6 +25,7 @@
 #include "tests/bench/prefix_table.h"
 #include "tests/bench/speed_table.h"
 #include "tests/bench/structured_table.h"
+#include "tests/bench/verify_table.h"
 
 namespace textgen::bench {
 namespace {
@@ -59,6 +60,10 @@ void AddSectionFlags(cli::FlagSet& f, BenchOptions& o, bool* smoke) {
          "textgen-synth-model): greedy decode ms/token with and without a JSON\n"
          "Schema constraint (an agent's schema; json_object), schema -> GBNF,\n"
          "compile and first-mask times, the constraint's own time per token");
+  f.Flag("--verify", &o.verify,
+         "per --model: speculative verification's cost, one sequence's forward\nof N rows "
+         "(--verify-rows, logits for each) against 1 row after a\n--verify-context prompt, "
+         "best and median ms");
   f.Flag("--smoke", smoke, "every section at tiny sizes on stories260K (CI keeps it working)");
 }
 
@@ -143,6 +148,17 @@ void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
          "alternating which runs first, --repeats pairs");
   f.Add("--kv-prefault", &o.kv_prefault, cli::AutoOrOnOff(), "auto|on|off",
         "--prefix: commit the KV pool at start (default auto: with the\nprefix cache)");
+  f.AddWith<std::vector<int>>("--verify-rows", lengths, "LIST",
+                              "--verify row counts (default 5: 4 drafts and the last token);\n"
+                              "implies --verify",
+                              [&o](std::vector<int> rows) {
+                                o.verify_rows = std::move(rows);
+                                o.verify = true;
+                              });
+  AddPositive(f, "--verify-context", &o.verify_context,
+              "--verify prompt tokens before the passes (default 256)");
+  AddPositive(f, "--verify-iters", &o.verify_iters,
+              "--verify passes of each size per repeat (default 20)");
   f.Flag("--rows-only", &o.rows_only,
          "print table rows only (no machine line, no table heads), to append a\nprocess's rows "
          "to another's table");
@@ -162,7 +178,7 @@ BenchOptions ParseFlags(int argc, char** argv) {
   f.Parse(argc, argv);
   if (smoke) {
     // Every section, each at a size that takes well under a second.
-    o.bandwidth = o.speed = o.beam = o.cache_table = o.prefix = o.structured = true;
+    o.bandwidth = o.speed = o.beam = o.cache_table = o.prefix = o.structured = o.verify = true;
     if (o.models.empty()) o.models.push_back(o.cache_model);
     o.bandwidth_bytes = int64_t{64} << 20;
     o.bandwidth_passes = 2;
@@ -174,13 +190,18 @@ BenchOptions ParseFlags(int argc, char** argv) {
     o.cache_tokens = {100, 200};
     o.cache_context = 64;          // so that the window slides
     o.prefix_system_tokens = 200;  // stories260K's context is 512
+    o.verify_context = 32;
+    o.verify_iters = 2;
   }
   if (o.prefix_nomatch_only) o.prefix = true;
   if (o.prefix_model.empty()) o.prefix_model = o.models.empty() ? o.cache_model : o.models[0];
-  const bool any = o.bandwidth || o.speed || o.beam || o.cache_table || o.prefix || o.structured;
+  const bool any =
+      o.bandwidth || o.speed || o.beam || o.cache_table || o.prefix || o.structured || o.verify;
   if (!o.models.empty() && !any) o.speed = true;
   if (!any && o.models.empty()) f.Fail("nothing to measure");
-  if ((o.speed || o.beam) && o.models.empty()) f.Fail("--speed and --beam need --model");
+  if ((o.speed || o.beam || o.verify) && o.models.empty()) {
+    f.Fail("--speed, --beam and --verify need --model");
+  }
   return o;
 }
 
@@ -241,6 +262,7 @@ int Main(int argc, char** argv) {
   section(o.cache_table, [&] { PrintCacheTable(o); });
   section(o.prefix, [&] { PrintPrefixTable(o); });
   section(o.structured, [&] { PrintStructuredTable(o); });
+  section(o.verify, [&] { PrintVerifyTable(o); });
   // Which level each format's kernels ran at, where it was measured (ops/kernel_calibration.h).
   const std::vector<ops::MeasuredChoice> chosen = ops::InstalledKernelChoices();
   if (!o.rows_only && !chosen.empty()) {

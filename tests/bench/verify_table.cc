@@ -15,9 +15,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Seconds of one forward pass of `tokens` at position `context` of `table` (which holds
-// exactly `context` tokens, and does again on return). `logits` is reused so that its
-// allocation is not timed.
+// Seconds of one forward pass of `tokens` at the end of `table`, which is rolled back to its
+// length before the pass. `logits` is reused so that its allocation is not timed.
 double PassSeconds(Model& m, KvCache& cache, BlockTable& table, const std::vector<int32_t>& tokens,
                    std::vector<float>& logits) {
   const int context = table.num_tokens;
@@ -49,7 +48,7 @@ void PrintVerifyTable(const BenchOptions& o) {
     const ModelConfig& c = m.config();
     auto cache = MakeCache(c, 1, o);
     const int max_rows = *std::max_element(o.verify_rows.begin(), o.verify_rows.end());
-    const int context = std::min(o.verify_context, c.n_ctx - std::max(1, max_rows));
+    const int context = std::min(o.verify_context, c.n_ctx - max_rows);
     if (context < 1) Die(path + ": the context is too short for --verify-rows");
 
     BlockTable table;
@@ -59,7 +58,7 @@ void PrintVerifyTable(const BenchOptions& o) {
     if (absl::Status s = m.lm().Forward(*cache, absl::MakeSpan(&prefill, 1), &logits); !s.ok()) {
       Die(path + ": prompt: " + std::string(s.message()));
     }
-    // Index 0: the 1-row pass; then one per --verify-rows entry.
+    // Index 0: the 1-row pass of a decode step; then one per --verify-rows entry.
     std::vector<std::vector<int32_t>> passes = {RandomPrompt(1, c.n_vocab, o.seed + 1)};
     for (int n : o.verify_rows) passes.push_back(RandomPrompt(n, c.n_vocab, o.seed + 1));
     std::vector<std::vector<double>> ms(passes.size());
