@@ -244,6 +244,7 @@ absl::StatusOr<PreparedGeneration> ChatPrompter::Build(const Engine& engine,
   PreparedGeneration out;
   EngineRequest& req = out.request;
   TG_ASSIGN_OR_RETURN(req.decoding, ToDecodingOptions(request, limits));
+  TG_RETURN_IF_ERROR(ApplyPrediction(request, limits, &req));
   ChatTurn turn;
   TG_ASSIGN_OR_RETURN(json messages, ChatMessagesToJson(request));
   TG_ASSIGN_OR_RETURN(turn.template_kwargs, TemplateKwargsToJson(request));

@@ -142,8 +142,7 @@ void GenerateReactor::HandleDelta(const StreamDelta& delta) {
 void GenerateReactor::HandleResult(absl::StatusOr<GenerationResult> result) {
   // The engine's work counts whether or not the client stayed to see it.
   if (result.ok()) {
-    metrics_->CountGeneration(result->stats.prompt_tokens, result->stats.cached_tokens,
-                              result->stats.generated_tokens);
+    metrics_->CountGeneration(result->stats);
   }
   {
     absl::MutexLock lock(&mu_);

@@ -174,6 +174,25 @@ void AddLimitFlags(cli::FlagSet& f, ServerOptions& o) {
         "most tokens one forward pass runs when no stream decodes\n(default 512; at least "
         "--step-token-budget): prompts then\nstall nobody and run in larger chunks");
   f.AddWith<std::string>(
+      "--speculative", cli::OneOf({"off", "ngram", "draft-model"}), "off|ngram|draft-model",
+      "speculative decoding of requests that do not ask (default\noff): ngram drafts the "
+      "continuation of the text's latest\nearlier match in the prompt and answer, draft-model "
+      "the\n--draft-model's greedy continuation; the target model\nverifies the drafts in one "
+      "pass, so only the speed changes",
+      [&o](const std::string& v) {
+        o.limits.speculation.source = v == "ngram"         ? DraftSource::kNgram
+                                      : v == "draft-model" ? DraftSource::kDraftModel
+                                                           : DraftSource::kNone;
+      });
+  f.Add("--draft-model", &e.draft_model_path, cli::NonEmpty(), "PATH",
+        "a small model with the target's vocabulary that drafts for\nspeculative decoding "
+        "(GGUF or Hugging Face directory)");
+  f.Add("--draft-kv-cache-mib", &e.draft_kv_cache_mib, cli::Int<int64_t>(1, 1 << 20), "N",
+        "the draft model's KV cache pool in MiB (default 256)");
+  f.Add("--speculative-tokens", &o.limits.speculation.max_draft_tokens,
+        cli::Int<int>(1, kMaxSpeculativeTokens), "K",
+        "tokens drafted per verification pass (default 4)");
+  f.AddWith<std::string>(
       "--prefix-cache", cli::OneOf({"on", "off"}), "on|off",
       "automatic prefix caching (default on): full KV blocks stay\ncached under their token "
       "prefix until the pool needs them, and\na prompt starting with cached blocks (a shared "
@@ -222,6 +241,11 @@ Flags ParseFlags(int argc, char** argv) {
                                                             : spdlog::level::info;
                          });
   f.Parse(argc, argv);
+  if (o.limits.speculation.source == DraftSource::kDraftModel &&
+      o.engine.draft_model_path.empty()) {
+    f.Fail("--speculative draft-model needs --draft-model PATH");
+  }
+  if (!o.engine.draft_model_path.empty()) o.limits.asked_draft_source = DraftSource::kDraftModel;
   if (o.limits.default_max_new_tokens > o.limits.max_max_new_tokens) {
     f.Fail(absl::StrCat("--default-max-new-tokens (", o.limits.default_max_new_tokens,
                         ") must not exceed --max-max-new-tokens (", o.limits.max_max_new_tokens,

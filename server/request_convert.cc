@@ -182,8 +182,28 @@ absl::StatusOr<DecodingOptions> ToDecodingOptions(const Req& request, const Requ
       request.num_return_sequences() == 0 ? 1 : ClampToInt(request.num_return_sequences());
   b.max_new_tokens = d.max_new_tokens;
   b.ignore_eos = d.ignore_eos;
+
+  d.speculation = limits.speculation;
+  if (request.has_speculative()) {
+    if (!request.speculative()) {
+      d.speculation.source = DraftSource::kNone;
+    } else if (d.speculation.source == DraftSource::kNone) {
+      d.speculation.source = limits.asked_draft_source;
+    }
+  }
   return d;
 }
+
+template <typename Req>
+absl::Status ApplyPrediction(const Req& request, const RequestLimits& limits, EngineRequest* out) {
+  TG_RETURN_IF_ERROR(CheckPromptBytes("prediction", request.prediction().size(), limits));
+  out->prediction_text = request.prediction();
+  return absl::OkStatus();
+}
+
+template absl::Status ApplyPrediction(const v1::GenerateRequest&, const RequestLimits&,
+                                      EngineRequest*);
+template absl::Status ApplyPrediction(const v1::ChatRequest&, const RequestLimits&, EngineRequest*);
 
 template absl::StatusOr<DecodingOptions> ToDecodingOptions(const v1::GenerateRequest&,
                                                            const RequestLimits&);
@@ -216,6 +236,7 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
   auto decoding = ToDecodingOptions(request, limits);
   if (!decoding.ok()) return decoding.status();
   out.decoding = *std::move(decoding);
+  TG_RETURN_IF_ERROR(ApplyPrediction(request, limits, &out));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #define TEXTGEN_SERVER_REQUEST_CONVERT_H_
 
 #include "absl/status/statusor.h"
+#include "engine/decoding/speculation_options.h"
 #include "engine/scheduler/engine.h"
 #include "textgen/v1/textgen.pb.h"
 
@@ -21,6 +22,12 @@ struct RequestLimits {
   // Tokenize's text, the HTTP API's prompt or messages): checked before any tokenizing, so
   // that no request can make the server tokenize megabytes it will refuse anyway.
   size_t max_prompt_bytes = 1 << 20;
+  // Speculative decoding of requests that do not ask (the server's --speculative and
+  // --speculative-tokens); its prediction is always empty.
+  SpeculationOptions speculation;
+  // The draft source of a request that asks for speculation when `speculation` has none: the
+  // draft model when the server has one, else n-gram lookup.
+  DraftSource asked_draft_source = DraftSource::kNgram;
 };
 
 // InvalidArgument naming `field` when `bytes` is over limits.max_prompt_bytes.
@@ -31,6 +38,11 @@ absl::Status CheckPromptBytes(const char* field, size_t bytes, const RequestLimi
 // SAMPLE if a sampling field is, else GREEDY); InvalidArgument naming the field for a field of
 // another method, top_logprobs with BEAM, n_keep without SLIDE, unknown enum values,
 // max_new_tokens above the limit. SAMPLE without a temperature samples at 1.0.
+// The request's `prediction` (Predicted Outputs) into out->prediction_text, within the prompt
+// byte limit (InvalidArgument naming it). `Req` is GenerateRequest or ChatRequest.
+template <typename Req>
+absl::Status ApplyPrediction(const Req& request, const RequestLimits& limits, EngineRequest* out);
+
 template <typename Req>
 absl::StatusOr<DecodingOptions> ToDecodingOptions(const Req& request, const RequestLimits& limits);
 

@@ -124,6 +124,8 @@ void FillFinalResponse(const GenerationResult& result, const Tokenizer& tokenize
   u->set_cached_tokens(static_cast<uint32_t>(s.cached_tokens));
   u->set_time_to_first_token_ms(s.time_to_first_token_s * 1e3);
   u->set_total_ms(s.total_s * 1e3);
+  u->set_drafted_tokens(static_cast<uint32_t>(s.drafted_tokens));
+  u->set_accepted_tokens(static_cast<uint32_t>(s.accepted_tokens));
 }
 
 }  // namespace textgen::server

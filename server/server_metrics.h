@@ -22,7 +22,7 @@ class ServerMetrics {
   // final status ("OK", "DEADLINE_EXCEEDED", ...).
   void CountRequest(std::string_view method, std::string_view code);
   // One request the engine finished (any finish reason, cancelled included).
-  void CountGeneration(int prompt_tokens, int cached_tokens, int generated_tokens);
+  void CountGeneration(const GenerationStats& stats);
   void ObserveTimeToFirstToken(double seconds) { ttft_->Observe(seconds); }
   void ObserveInterTokenLatency(double seconds) { itl_->Observe(seconds); }
   // textgen_model_info{model="FILE",name="NAME"} 1, once the model is loaded.
@@ -43,6 +43,8 @@ class ServerMetrics {
   Counter* prompt_tokens_ = nullptr;
   Counter* cached_tokens_ = nullptr;
   Counter* generated_tokens_ = nullptr;
+  Counter* drafted_tokens_ = nullptr;
+  Counter* accepted_tokens_ = nullptr;
   Histogram* ttft_ = nullptr;
   Histogram* itl_ = nullptr;
   Gauge* serving_ = nullptr;

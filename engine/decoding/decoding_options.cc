@@ -35,6 +35,7 @@ absl::Status ValidateDecodingOptions(const DecodingOptions& o, int n_ctx, int pr
   }
   TG_RETURN_IF_ERROR(ValidateSamplingParams(o.sampling));
   TG_RETURN_IF_ERROR(ValidateStops(o.stop));
+  TG_RETURN_IF_ERROR(ValidateSpeculationOptions(o.speculation));
   if (o.method == DecodingMethod::kBeam) {
     BeamSearchOptions b = o.beam;
     b.max_new_tokens = o.max_new_tokens;

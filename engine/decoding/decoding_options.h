@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "engine/decoding/beam_search.h"
 #include "engine/decoding/sampler.h"
+#include "engine/decoding/speculation_options.h"
 #include "engine/decoding/token_constraint.h"
 
 namespace textgen {
@@ -55,6 +56,8 @@ struct DecodingOptions {
   // such as [TOOL_CALLS] or <|python_tag|>, whose decoded bytes are otherwise empty), so that
   // whoever reads the stream can tell where markup begins.
   std::vector<int32_t> shown_special_tokens;
+  // Speculative decoding (greedy and sampling; ignored by beam search): only the speed changes.
+  SpeculationOptions speculation;
 };
 
 // InvalidArgument naming the field and its allowed range. `n_ctx` and `prompt_tokens` check

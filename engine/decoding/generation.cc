@@ -82,6 +82,10 @@ absl::StatusOr<std::unique_ptr<Generation>> Generation::Create(
     g->chooser_ = std::make_unique<SingleChooser>(tokenizer, options, c.n_vocab, prompt,
                                                   std::move(constraint));
   }
+  if (!g->beams_ && options.speculation.enabled() && options.use_cache &&
+      options.context_overflow == ContextOverflow::kError) {
+    g->speculator_ = std::make_unique<Speculator>(options.speculation, prompt, nullptr, nullptr);
+  }
   // One sequence to begin with: the prompt, of which `cached` may hold a prefix.
   BlockTable table;
   if (cached != nullptr && !cached->empty()) {
@@ -99,7 +103,13 @@ absl::StatusOr<std::unique_ptr<Generation>> Generation::Create(
   return g;
 }
 
-absl::Status Generation::PrepareStep(std::vector<ForwardSeq>* seqs, int max_prompt_tokens) {
+void Generation::SetDraftModel(CausalLm* model, KvCache* cache) {
+  if (speculator_ == nullptr) return;
+  speculator_ = std::make_unique<Speculator>(options_.speculation, prompt_, model, cache);
+}
+
+absl::Status Generation::PrepareStep(std::vector<ForwardSeq>* seqs, int max_prompt_tokens,
+                                     int max_draft_tokens) {
   if (phase_ == Phase::kDone) return absl::FailedPreconditionError("generation already finished");
   if (cancelled_.load()) {
     Abort();  // only skips the session catch-up when the answer is complete
@@ -114,10 +124,29 @@ absl::Status Generation::PrepareStep(std::vector<ForwardSeq>* seqs, int max_prom
     kept_.Prepare(budget, seqs, SequenceFeed::Rows::kNone);
     return absl::OkStatus();
   }
+  // Drafts go after the last chosen token, once per choice (a pass prepared again keeps them).
+  if (speculator_ != nullptr && drafts_.empty() && phase_ == Phase::kDecode) {
+    speculator_->Propose(std::min(DraftRoom(), max_draft_tokens), &drafts_);
+    feeds_[0].Append(drafts_);
+  }
+  if (!drafts_.empty()) {
+    feeds_[0].Prepare(kUnlimitedTokens, seqs, SequenceFeed::Rows::kAll);
+    return absl::OkStatus();
+  }
   // A feed that ran out in an earlier pass towards this choice (cache off, beams) adds nothing,
   // and once the budget is spent neither does any after it.
   for (SequenceFeed& f : feeds_) budget -= f.Prepare(budget, seqs);
   return absl::OkStatus();
+}
+
+int Generation::DraftRoom() const {
+  if (speculator_ == nullptr) return 0;
+  // The answer's last token ends it without a pass after it, and the context must hold every
+  // draft and the token chosen after them.
+  const int generated = static_cast<int>(feeds_[0].target().size() - prompt_.size());
+  const int by_length = options_.max_new_tokens - generated - 1;
+  const int by_context = n_ctx_ - static_cast<int>(feeds_[0].target().size()) - 1;
+  return std::max(0, std::min(by_length, by_context));
 }
 
 absl::Status Generation::OpenChoice() {
@@ -206,6 +235,12 @@ absl::Status Generation::ConsumeStep(const float* logits) {
     }
     complete = complete && f.complete();
   }
+  if (!drafts_.empty()) {
+    choice_open_ = false;
+    TG_RETURN_IF_ERROR(Verify(logits));
+    TrackBlocks();
+    return absl::OkStatus();
+  }
   // Before the choice below forks or drops sequences: their tables hold exactly what ran.
   if (filled_block) PublishBlocks();
   if (!complete) {
@@ -230,6 +265,7 @@ void Generation::ConsumeCatchUp() {
 absl::Status Generation::Choose(const float* rows) {
   TG_ASSIGN_OR_RETURN(TokenChoice choice, chooser_->Choose(rows));
   stream_.Commit(chooser_->TakeCertain());
+  if (speculator_ != nullptr && !choice.next.empty()) speculator_->Accept(choice.next[0].token);
   // A single sequence also ends where its text meets a stop string (beams judge stop strings
   // per candidate: see beam_chooser.h).
   if (!beams_ && stream_.stopped()) {
@@ -238,6 +274,46 @@ absl::Status Generation::Choose(const float* rows) {
     Finish(*choice.end);
   } else {
     Follow(choice.next);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Generation::Verify(const float* rows) {
+  const int k = static_cast<int>(drafts_.size());
+  SequenceFeed& feed = feeds_[0];
+  const int before = feed.computed() - k;  // the KV through the last chosen token
+  int chosen = 0, accepted = 0;
+  std::optional<FinishReason> end;
+  int32_t next = -1;  // the chosen token after the kept drafts, when the answer goes on
+  for (int i = 0; i <= k; ++i) {
+    TG_ASSIGN_OR_RETURN(TokenChoice choice,
+                        chooser_->Choose(rows + static_cast<size_t>(i) * n_vocab_));
+    stream_.Commit(chooser_->TakeCertain());
+    ++chosen;
+    const int32_t token = choice.end ? chooser_->answer_ids().back() : choice.next[0].token;
+    speculator_->Accept(token);
+    const bool is_draft = i < k && token == drafts_[i];
+    accepted += is_draft ? 1 : 0;
+    if (stream_.stopped()) {
+      end = FinishReason::kStopSequence;
+    } else if (choice.end.has_value()) {
+      end = choice.end;
+    } else if (!is_draft) {
+      next = token;
+    }
+    if (end.has_value() || !is_draft) break;
+  }
+  stats_.drafted_tokens += k;
+  stats_.accepted_tokens += accepted;
+  drafts_.clear();
+  // The cache keeps the drafts that were chosen before the last choice (which, as every last
+  // choice, is not computed yet); the rest leave it and the prefix cache.
+  TG_RETURN_IF_ERROR(feed.Rollback(cache_, before + chosen - 1));
+  PublishBlocks();
+  if (end.has_value()) {
+    Finish(*end);
+  } else {
+    feed.Append(next);
   }
   return absl::OkStatus();
 }
@@ -289,6 +365,7 @@ void Generation::Finish(FinishReason reason) {
   if (finished()) return;
   finish_ = reason;
   stream_.Finish(chooser_->End());
+  if (speculator_ != nullptr) speculator_->Release();
   stats_.total_s = SecondsSince(start_);
   // Every slot of a finished sequence holds its final K/V (a cancel only comes between
   // passes, but an abort after a failed pass may not), so its tail can serve a request that

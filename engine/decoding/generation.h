@@ -43,6 +43,7 @@
 #include "engine/decoding/decoding_options.h"
 #include "engine/decoding/generation_output.h"  // GeneratedToken, StreamDelta, Hypothesis
 #include "engine/decoding/sequence_feed.h"
+#include "engine/decoding/speculator.h"
 #include "engine/decoding/stream_assembler.h"
 #include "engine/decoding/token_chooser.h"
 #include "engine/kv_cache/kv_cache.h"
@@ -66,6 +67,9 @@ struct GenerationStats {
   int peak_kv_blocks = 0;    // most blocks this request held at once
   int context_shifts = 0;    // sliding-window drops
   int cached_tokens = 0;     // prompt tokens whose K/V came from `cached` (not recomputed)
+  // Speculative decoding: tokens drafted and verified, and how many of them were kept.
+  int drafted_tokens = 0;
+  int accepted_tokens = 0;
   double time_to_first_token_s = 0;
   double total_s = 0;
 };
@@ -95,6 +99,10 @@ class Generation {
       const DecodingOptions& options, StreamSink sink = nullptr, BlockTable* cached = nullptr);
   ~Generation();  // frees every block the request holds
 
+  // The draft model for DraftSource::kDraftModel (borrowed; must outlive this). Before the
+  // first PrepareStep; without it such a request drafts by n-gram lookup.
+  void SetDraftModel(CausalLm* model, KvCache* cache);
+
   // Asks Finish to keep a cache for the conversation's next turn (see ReleaseCache).
   void KeepCacheForNextTurn() { keep_cache_ = true; }
   // After done(), with KeepCacheForNextTurn: a table holding the K/V of the first num_tokens of
@@ -107,7 +115,15 @@ class Generation {
   // prefilling() at most `max_prompt_tokens` tokens in all (possibly none: the request waits);
   // decode tokens always run. Calling it again before ConsumeStep (the pass did not run)
   // prepares the same pass again. Must not be called once done().
-  absl::Status PrepareStep(std::vector<ForwardSeq>* seqs, int max_prompt_tokens = kUnlimitedTokens);
+  //
+  // Speculative decoding (options.speculation, greedy and sampling with the cache on, no
+  // sliding window): a decode pass may run up to `max_draft_tokens` drafted tokens after the
+  // last chosen one (k+1 rows); ConsumeStep then chooses row by row, exactly as without drafts,
+  // keeps the drafts that equal the choices and rolls the KV cache back past the first that
+  // does not. So the tokens, logprobs and random draws are those of the run without drafts,
+  // given that each row equals its one-row result (batch-invariant kernels).
+  absl::Status PrepareStep(std::vector<ForwardSeq>* seqs, int max_prompt_tokens = kUnlimitedTokens,
+                           int max_draft_tokens = kUnlimitedTokens);
   // After the pass ran, if PrepareStep added any sequence. `logits` [rows, vocab]: one row per
   // sequence PrepareStep added with ForwardSeq::logits set, in order (unused, may be null, when
   // there were none: a prompt chunk only advances the prefill).
@@ -153,6 +169,12 @@ class Generation {
   int BlocksToDrop();
   // After the pass that completed every feed: `rows` [n_seqs, vocab].
   absl::Status Choose(const float* rows);
+  // Whether this decode pass may carry drafts, and how many at most (0: none).
+  int DraftRoom() const;
+  // After a pass that ran drafts_: `rows` [drafts_.size() + 1, vocab], the rows after the last
+  // chosen token and after each draft. Chooses row by row, keeps the KV of the drafts that were
+  // chosen, and finishes or continues like Choose.
+  absl::Status Verify(const float* rows);
   // The feeds follow the choice: children continue their parent's cache.
   void Follow(const std::vector<BeamChoice>& next);
   // Ends the answer: final stream delta, result, kept table. kDone unless a session catch-up
@@ -183,6 +205,8 @@ class Generation {
   FinishReason finish_ = FinishReason::kLength;
   int dropped_blocks_ = 0;  // sliding window: blocks dropped after the kept prefix so far
   std::unique_ptr<TokenChooser> chooser_;
+  std::unique_ptr<Speculator> speculator_;  // null without speculation
+  std::vector<int32_t> drafts_;             // in the prepared pass, after the last chosen token
   StreamAssembler stream_;
   std::vector<SequenceFeed> feeds_;  // one per live sequence (1, or the running beams)
   bool keep_cache_ = false;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "engine/util/status_macros.h"
+
 namespace textgen {
 
 SequenceFeed::SequenceFeed(BlockTable table, std::vector<int32_t> target)
@@ -32,6 +35,17 @@ void SequenceFeed::Truncate(KvCache& cache, int n) {
   target_.resize(n);
   if (table_.num_tokens > n) cache.Truncate(table_, n);
   pending_ = 0;
+}
+
+absl::Status SequenceFeed::Rollback(KvCache& cache, int n) {
+  if (n < 0 || n > static_cast<int>(target_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot roll a feed of ", target_.size(), " tokens back to ", n));
+  }
+  if (table_.num_tokens > n) TG_RETURN_IF_ERROR(cache.Rollback(table_, n));
+  target_.resize(n);
+  pending_ = 0;
+  return absl::OkStatus();
 }
 
 void SequenceFeed::Restart(KvCache& cache) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "engine/kv_cache/block_table.h"
 #include "engine/kv_cache/kv_cache.h"
@@ -79,6 +80,10 @@ class SequenceFeed {
   // Keeps the first `n` tokens of the target (n <= target().size()), and of the table what it
   // holds of them (rolls back the rejected drafts of a speculative pass).
   void Truncate(KvCache& cache, int n);
+  // Truncate for rejected drafts: the table rolls back with KvCache::Rollback, so that no
+  // published block keeps a rejected token (InvalidArgument, changing nothing, for n outside
+  // [0, target().size()]).
+  absl::Status Rollback(KvCache& cache, int n);
   // Recomputes from scratch: frees the table, so the whole target is left.
   void Restart(KvCache& cache);
   // Sliding window: target[keep, keep + n) left the context. The table must have dropped those

@@ -52,6 +52,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (options.kv_prefault.value_or(options.prefix_cache)) {
     TG_RETURN_IF_ERROR(e->cache_->pool().Prefault());
   }
+  if (!options.draft_model_path.empty()) {
+    TG_ASSIGN_OR_RETURN(
+        e->draft_, DraftModel::Load(options.draft_model_path, options.model, *e->model_, kv.type,
+                                    options.draft_kv_cache_mib));
+  }
   // One tiny pass before serving: the first forward pays one-time costs (oneDNN kernel
   // generation, faulting in the weights) that would otherwise land on the first client's
   // time to first token.
@@ -195,6 +200,9 @@ absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request,
     prompt.insert(prompt.end(), ids.begin(), ids.end());
   } else {
     prompt.insert(prompt.end(), request.prompt_ids.begin(), request.prompt_ids.end());
+  }
+  if (!request.prediction_text.empty()) {
+    request.decoding.speculation.prediction = tok.Encode(request.prediction_text, false);
   }
   const int prompt_tokens = static_cast<int>(prompt.size());
   TG_RETURN_IF_ERROR(
@@ -524,15 +532,16 @@ void Engine::Start(Request r) {
     (*g)->KeepCacheForNextTurn();
     r.session->lent = true;
   }
+  if (draft_ != nullptr) (*g)->SetDraftModel(&draft_->model->lm(), draft_->cache.get());
   r.generation = std::move(g).value();
   active_.push_back(std::move(r));
 }
 
-int Engine::Prepare(Request& a, int max_prompt_tokens) {
+int Engine::Prepare(Request& a, int max_prompt_tokens, int max_draft_tokens) {
   const size_t before = seqs_.size();
   a.first_seq = before;
   a.seqs = 0;
-  absl::Status st = a.generation->PrepareStep(&seqs_, max_prompt_tokens);
+  absl::Status st = a.generation->PrepareStep(&seqs_, max_prompt_tokens, max_draft_tokens);
   if (!st.ok()) {
     seqs_.resize(before);
     a.generation->Abort();
@@ -558,6 +567,10 @@ void Engine::Step() {
   // may start in the step in which an older one finishes. A step without decode tokens stalls
   // no stream, so it takes the larger idle budget.
   std::vector<Request*> prefilling;
+  int decoding = 0;
+  for (const Request& a : active_) decoding += a.generation->prefilling() ? 0 : 1;
+  // Drafts cost a row each: worth it while few streams share the step (see EngineOptions).
+  const int max_draft_tokens = decoding <= options_.max_speculative_streams ? kUnlimitedTokens : 0;
   int decode_tokens = 0;
   for (Request& a : active_) {
     a.seqs = 0;
@@ -566,7 +579,7 @@ void Engine::Step() {
       prefilling.push_back(&a);
       continue;
     }
-    a.decode_tokens = Prepare(a, 0);
+    a.decode_tokens = Prepare(a, 0, max_draft_tokens);
     decode_tokens += a.decode_tokens;
   }
   const int step_tokens = decode_tokens == 0
@@ -575,7 +588,7 @@ void Engine::Step() {
   int budget = std::max(0, step_tokens - decode_tokens);
   int prompt_tokens = 0;
   for (Request* a : prefilling) {
-    a->prompt_tokens = Prepare(*a, budget);
+    a->prompt_tokens = Prepare(*a, budget, max_draft_tokens);
     budget -= a->prompt_tokens;
     prompt_tokens += a->prompt_tokens;
   }

@@ -21,6 +21,7 @@
 #include "engine/decoding/generation.h"
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/model.h"
+#include "engine/scheduler/draft_model.h"
 #include "engine/scheduler/session_store.h"
 
 namespace textgen {
@@ -53,6 +54,15 @@ struct EngineOptions {
   // Pool size: kv_blocks if > 0, else as many blocks as fit in kv_cache_mib.
   int kv_blocks = 0;
   int64_t kv_cache_mib = 1024;  // mapped lazily: pages are touched only as blocks are used
+  // Speculative decoding's draft model (DraftSource::kDraftModel): a small model with the
+  // target's vocabulary, loaded with the target's model options, and its KV pool (KV type as
+  // the target's). Empty: none (requests that ask for it get n-gram drafts).
+  std::string draft_model_path;
+  int64_t draft_kv_cache_mib = 256;
+  // Speculative decoding runs drafts only in steps with at most this many decoding streams:
+  // each draft is one more row, and on a CPU rows are not free (4 drafts cost 2.5-3.8x a
+  // one-row pass on an AVX2 EPYC), so with many streams the step is better spent on them.
+  int max_speculative_streams = 4;
   // Requests waiting for admission; Submit beyond this fails with ResourceExhausted at once.
   int max_queued_requests = 64;
   // Requests advanced together per step.
@@ -141,6 +151,9 @@ struct EngineRequest {
   // (anyone else gets the same NotFound as for an unknown id, so ids cannot be probed).
   std::string session_owner;
   SessionPrompt session_prompt = SessionPrompt::kAppend;
+  // Predicted Outputs: text the answer is expected to repeat, tokenized (no BOS, special-token
+  // text taken as text) into decoding.speculation.prediction. Never changes the output.
+  std::string prediction_text;
   // With session_id: FailedPrecondition unless the session is still at this version (see
   // SessionAttachment), i.e. no turn ended since the caller read it.
   std::optional<uint64_t> session_version;
@@ -281,7 +294,7 @@ class Engine {
   void Step();
   // Appends a's sequences for this step (at most max_prompt_tokens prompt tokens); returns how
   // many tokens they hold. A request that fails to prepare is aborted and adds nothing.
-  int Prepare(Request& a, int max_prompt_tokens);
+  int Prepare(Request& a, int max_prompt_tokens, int max_draft_tokens);
   // The most blocks a request can hold before it ends: its prompt, and max_new_tokens (capped
   // by the context) for each beam with a partial-block copy each.
   int WorstCaseBlocks(int prompt_tokens, const DecodingOptions& d) const;
@@ -301,6 +314,7 @@ class Engine {
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<DraftModel> draft_;  // null without --draft-model
   EngineOptions options_;
   std::unique_ptr<SessionStore> sessions_;
 

@@ -52,10 +52,18 @@ const char* OpenAiFinishReason(AnswerEnd end) {
 }
 
 json UsageJson(const CompletionUsage& usage) {
-  return {{"prompt_tokens", usage.prompt_tokens},
-          {"completion_tokens", usage.completion_tokens},
-          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+  json u = {{"prompt_tokens", usage.prompt_tokens},
+            {"completion_tokens", usage.completion_tokens},
+            {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+  if (usage.drafted_tokens > 0) {
+    // OpenAI's Predicted Outputs fields, for every draft source: drafted tokens the answer kept,
+    // and those it did not (they cost a verification row, not a decode step).
+    u["completion_tokens_details"] = {
+        {"accepted_prediction_tokens", usage.accepted_tokens},
+        {"rejected_prediction_tokens", usage.drafted_tokens - usage.accepted_tokens}};
+  }
+  return u;
 }
 
 std::string DumpJson(const json& j) {

@@ -29,6 +29,8 @@ struct CompletionUsage {
   int prompt_tokens = 0;
   int completion_tokens = 0;  // over every choice
   int cached_tokens = 0;
+  int drafted_tokens = 0;   // speculative decoding, over every choice
+  int accepted_tokens = 0;  // of those, kept
 };
 
 // "stop" (EOS, end-of-generation token, stop string, a complete constraint), "length"

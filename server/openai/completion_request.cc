@@ -53,6 +53,10 @@ const std::map<std::string, FieldRule>& FieldRules() {
       {"min_p", {}},
       {"repetition_penalty", {}},
       {"ignore_eos", {}},
+      // Ours: speculative decoding on or off for this request (the output is the same).
+      {"speculative", {}},
+      // OpenAI's Predicted Outputs (chat only there; the completions endpoint takes it too).
+      {"prediction", {}},
       // Applied, one endpoint.
       {"messages", {true, false, {}}},
       {"max_completion_tokens", {true, false, {}}},
@@ -86,7 +90,6 @@ const std::map<std::string, FieldRule>& FieldRules() {
       {"store", {true, false, IsFalse}},
       {"metadata", {true, false, IsEmptyObject}},
       {"audio", {true, false, Never}},
-      {"prediction", {true, false, Never}},
       {"reasoning_effort", {true, false, Never}},
       {"service_tier", {true, false, Never}},
       {"web_search_options", {true, false, Never}},
@@ -393,6 +396,33 @@ absl::Status RefuseSamplingFields(const std::optional<double>& top_p,
   return absl::OkStatus();
 }
 
+// `speculative` (ours) and `prediction` ({"type": "content", "content": a string or text
+// parts}); both change only the speed. Beam search ignores them.
+absl::Status ParseSpeculation(const JsonFields& f, const RequestLimits& limits,
+                              CompletionRequest* r) {
+  std::optional<bool> speculative;
+  TG_RETURN_IF_ERROR(f.Bool("speculative", &speculative));
+  SpeculationOptions& s = r->decoding.speculation;
+  s = limits.speculation;
+  if (speculative.has_value()) {
+    if (!*speculative) {
+      s.source = DraftSource::kNone;
+    } else if (s.source == DraftSource::kNone) {
+      s.source = limits.asked_draft_source;
+    }
+  }
+  const json* p = f.Get("prediction");
+  if (p == nullptr) return absl::OkStatus();
+  if (!p->is_object() || !p->contains("type") || (*p)["type"] != "content" ||
+      !p->contains("content")) {
+    return FieldError("prediction", R"(must be {"type": "content", "content": ...})");
+  }
+  json content;
+  TG_RETURN_IF_ERROR(ParseContent(*p, "prediction.content", &content));
+  r->prediction_text = content.get<std::string>();
+  return CheckPromptBytes("prediction", r->prediction_text.size(), limits);
+}
+
 absl::Status ParseDecoding(const JsonFields& f, CompletionRequest* r) {
   std::optional<bool> use_beam, ignore_eos;
   std::optional<double> temperature, top_p, min_p, repetition_penalty, length_penalty;
@@ -680,6 +710,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std:
   TG_RETURN_IF_ERROR(ParseStop(f, &r.decoding.stop));
   TG_RETURN_IF_ERROR(ParseLengthAndLogprobs(f, limits, &r));
   TG_RETURN_IF_ERROR(ParseDecoding(f, &r));
+  TG_RETURN_IF_ERROR(ParseSpeculation(f, limits, &r));
   TG_RETURN_IF_ERROR(ParseOutputFormat(j, &r));
   return r;
 }

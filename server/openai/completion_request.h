@@ -59,6 +59,9 @@ struct CompletionRequest {
   std::string max_tokens_field = "max_tokens";
   // Complete per choice, except the seed: choice i of a seeded sampling request uses seed + i.
   DecodingOptions decoding;
+  // Predicted Outputs' text, tokenized into decoding.speculation.prediction once the tokenizer
+  // is at hand.
+  std::string prediction_text;
 
   bool beam() const { return decoding.method == DecodingMethod::kBeam; }
   // Engine requests to run: one per choice, or one beam search whose hypotheses are the

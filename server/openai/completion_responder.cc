@@ -148,6 +148,8 @@ void CompletionResponder::HandleResult(int request, const GenerationResult& resu
     usage_.cached_tokens = result.stats.cached_tokens;
     prompt_counted_ = true;
   }
+  usage_.drafted_tokens += result.stats.drafted_tokens;
+  usage_.accepted_tokens += result.stats.accepted_tokens;
   if (!request_.beam()) {
     usage_.completion_tokens += result.stats.generated_tokens;
     const std::string text = result.hypotheses.empty() ? "" : result.hypotheses[0].text;

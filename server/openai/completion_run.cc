@@ -33,8 +33,7 @@ class CompletionRun::Sink final : public GenerationSink {
 
   void OnDone(absl::StatusOr<GenerationResult> result) override {
     if (result.ok()) {
-      metrics_->CountGeneration(result->stats.prompt_tokens, result->stats.cached_tokens,
-                                result->stats.generated_tokens);
+      metrics_->CountGeneration(result->stats);
     }
     absl::MutexLock lock(&queue_->mu);
     queue_->events.push_back(Event{index_, {}, std::move(result)});

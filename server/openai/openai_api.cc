@@ -190,6 +190,9 @@ absl::StatusOr<OpenAiApi::Prepared> OpenAiApi::ToEngineRequests(const Serving& s
   std::vector<int32_t> prompt;
   Prepared out;
   DecodingOptions decoding = r.decoding;
+  if (!r.prediction_text.empty()) {
+    decoding.speculation.prediction = tok.Encode(r.prediction_text, false);
+  }
   if (r.endpoint == Endpoint::kChat) {
     ChatTurn turn = r.chat;
     turn.output = r.output;

@@ -167,6 +167,15 @@ TEST_CASE("wrong types and out-of-range values name the field", "[server][openai
            {kC, Body({{"min_p", 1}}), 400, "min_p", "[0, 1)"},
            {kC, Body({{"repetition_penalty", 0}}), 400, "repetition_penalty", "(0, 10]"},
            {kC, Body({{"early_stopping", "sometimes"}}), 400, "early_stopping", "never"},
+           {kC, Body({{"speculative", "yes"}}), 400, "speculative", "expected a boolean"},
+           {kChat, ChatBody({{"prediction", "text"}}), 400, "prediction",
+            R"(must be {"type": "content")"},
+           {kChat, ChatBody({{"prediction", {{"type", "image"}, {"content", "x"}}}}), 400,
+            "prediction", R"(must be {"type": "content")"},
+           {kChat, ChatBody({{"prediction", {{"type", "content"}}}}), 400, "prediction",
+            R"(must be {"type": "content")"},
+           {kChat, ChatBody({{"prediction", {{"type", "content"}, {"content", 5}}}}), 400,
+            "prediction.content", "expected a string or an array of text parts"},
        }) {
     CheckError(c);
   }
