@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/server/openai_test_util.h"
+#include "tests/support/generate_stream.h"
 
 namespace textgen::testing {
 namespace speculative_test {
@@ -56,6 +57,22 @@ TEST_CASE("speculative and prediction change no completion and report their draf
   const Json off = Completion(port, {{"speculative", false}});
   CHECK(off["choices"][0]["text"] == text);
   CHECK(!off["usage"].contains("completion_tokens_details"));
+
+  // gRPC: the same answer, and the drafts in usage.
+  auto stub = NewStub(*server->process);
+  v1::GenerateRequest req;
+  req.set_prompt("Once upon a time");
+  req.set_max_new_tokens(120);
+  const StreamResult grpc_plain = RunGenerate(*stub, req);
+  req.set_speculative(true);
+  const StreamResult grpc_spec = RunGenerate(*stub, req);
+  REQUIRE(grpc_plain.status.ok());
+  REQUIRE(grpc_spec.status.ok());
+  CHECK(grpc_spec.ids == grpc_plain.ids);
+  CHECK(grpc_plain.last.usage().drafted_tokens() == 0);
+  CHECK(grpc_spec.last.usage().drafted_tokens() > 0);
+  CHECK(grpc_spec.last.usage().accepted_tokens() > 0);
+  CHECK(grpc_spec.last.usage().accepted_tokens() <= grpc_spec.last.usage().drafted_tokens());
 
   HttpReply metrics = Get(server->metrics_port, "/metrics");
   REQUIRE(metrics.status == 200);

@@ -3,8 +3,10 @@
 // tokens it gets alone without speculation, in both compute modes; drafts stop when more
 // streams decode than EngineOptions::max_speculative_streams; every block returns to the pools.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/scheduler/engine.h"
@@ -121,6 +123,62 @@ TEST_CASE("no drafts while more streams decode than max_speculative_streams",
   for (const EngineRequest& r : requests) {
     CHECK(RunOne(*engine, r).stats.drafted_tokens == 0);  // alone: 1 stream > 0
   }
+}
+
+}  // namespace engine_speculative_test
+}  // namespace textgen
+
+namespace textgen {
+namespace engine_speculative_test {
+
+TEST_CASE("a session's turns with speculation give the turns without it",
+          "[engine][speculative][session]") {
+  for (DraftSource source : {DraftSource::kNgram, DraftSource::kDraftModel}) {
+    std::vector<std::vector<int32_t>> answers[2];
+    for (int spec = 0; spec < 2; ++spec) {
+      auto engine = MakeEngine(ops::LinearCompute::kF32, 64);
+      auto session = engine->CreateSession();
+      REQUIRE(session.ok());
+      for (const char* turn : {"Once upon a time", " Then the cat said", " The end."}) {
+        EngineRequest r;
+        r.prompt_text = turn;
+        r.session_id = *session;
+        r.decoding.max_new_tokens = 60;
+        if (spec == 1) r.decoding.speculation.source = source;
+        const GenerationResult res = RunOne(*engine, r);
+        answers[spec].push_back(res.hypotheses[0].ids);
+        if (answers[spec].size() > 1) CHECK(res.stats.cached_tokens > 0);
+      }
+      REQUIRE(engine->DeleteSession(*session).ok());
+      // The scheduler thread frees a deleted session's blocks at its next turn.
+      EngineStats s = engine->Stats();
+      for (int i = 0; i < 2000 && s.kv_blocks_free != s.kv_blocks_total; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        s = engine->Stats();
+      }
+      CHECK(s.kv_blocks_free == s.kv_blocks_total);
+    }
+    CHECK(answers[0] == answers[1]);
+  }
+}
+
+TEST_CASE("cancelling a speculating request frees every block", "[engine][speculative]") {
+  auto engine = MakeEngine(ops::LinearCompute::kF32, 64);
+  EngineRequest r;
+  r.prompt_ids = engine->model().tokenizer().Encode("Once upon a time", true);
+  r.decoding.max_new_tokens = 400;
+  r.decoding.ignore_eos = true;
+  r.decoding.speculation.source = DraftSource::kDraftModel;
+  auto sink = std::make_shared<CollectingSink>();
+  auto id = engine->Submit(r, sink);
+  REQUIRE(id.ok());
+  while (sink->ids().size() < 20) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  engine->Cancel(*id);
+  const auto& res = sink->Wait();
+  REQUIRE(res.ok());
+  CHECK(res->finish_reason == FinishReason::kCancelled);
+  EngineStats s = engine->Stats();
+  CHECK(s.kv_blocks_free == s.kv_blocks_total);
 }
 
 }  // namespace engine_speculative_test
