@@ -191,7 +191,13 @@ void AddLimitFlags(cli::FlagSet& f, ServerOptions& o) {
         "the draft model's KV cache pool in MiB (default 256)");
   f.Add("--speculative-tokens", &o.limits.speculation.max_draft_tokens,
         cli::Int<int>(1, kMaxSpeculativeTokens), "K",
-        "tokens drafted per verification pass (default 4)");
+        "tokens drafted per verification pass, at most (default 4)");
+  f.AddWith<std::string>(
+      "--speculative-adaptive", cli::OneOf({"on", "off"}), "on|off",
+      "on (default): each pass drafts the number of tokens, 0 to K,\nthat gives the most tokens "
+      "per unit of work, from the\nrequest's acceptance so far and the measured cost of a row;\n"
+      "off: always K",
+      [&o](const std::string& v) { o.limits.speculation.adaptive = v == "on"; });
   f.AddWith<std::string>(
       "--prefix-cache", cli::OneOf({"on", "off"}), "on|off",
       "automatic prefix caching (default on): full KV blocks stay\ncached under their token "

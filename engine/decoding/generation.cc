@@ -126,7 +126,7 @@ absl::Status Generation::PrepareStep(std::vector<ForwardSeq>* seqs, int max_prom
   }
   // Drafts go after the last chosen token, once per choice (a pass prepared again keeps them).
   if (speculator_ != nullptr && drafts_.empty() && phase_ == Phase::kDecode) {
-    speculator_->Propose(std::min(DraftRoom(), max_draft_tokens), &drafts_);
+    speculator_->Propose(std::min(DraftRoom(), max_draft_tokens), draft_costs_, &drafts_);
     feeds_[0].Append(drafts_);
   }
   if (!drafts_.empty()) {
@@ -305,6 +305,7 @@ absl::Status Generation::Verify(const float* rows) {
   }
   stats_.drafted_tokens += k;
   stats_.accepted_tokens += accepted;
+  speculator_->Verified(k, accepted);
   drafts_.clear();
   // The cache keeps the drafts that were chosen before the last choice (which, as every last
   // choice, is not computed yet); the rest leave it and the prefix cache.

@@ -124,6 +124,9 @@ class Generation {
   // given that each row equals its one-row result (batch-invariant kernels).
   absl::Status PrepareStep(std::vector<ForwardSeq>* seqs, int max_prompt_tokens = kUnlimitedTokens,
                            int max_draft_tokens = kUnlimitedTokens);
+  // What passes with drafts cost (the scheduler's RowCostModel): the adaptive draft length
+  // weighs drafts with them (the default: rows are free).
+  void SetDraftCosts(const DraftCosts& costs) { draft_costs_ = costs; }
   // After the pass ran, if PrepareStep added any sequence. `logits` [rows, vocab]: one row per
   // sequence PrepareStep added with ForwardSeq::logits set, in order (unused, may be null, when
   // there were none: a prompt chunk only advances the prefill).
@@ -207,6 +210,7 @@ class Generation {
   std::unique_ptr<TokenChooser> chooser_;
   std::unique_ptr<Speculator> speculator_;  // null without speculation
   std::vector<int32_t> drafts_;             // in the prepared pass, after the last chosen token
+  DraftCosts draft_costs_ = FreeDraftCosts();
   StreamAssembler stream_;
   std::vector<SequenceFeed> feeds_;  // one per live sequence (1, or the running beams)
   bool keep_cache_ = false;

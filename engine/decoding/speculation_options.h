@@ -26,6 +26,10 @@ inline constexpr int kMaxSpeculativeTokens = 16;
 struct SpeculationOptions {
   DraftSource source = DraftSource::kNone;
   int max_draft_tokens = 4;  // k, in [1, kMaxSpeculativeTokens]
+  // Draft fewer (or no) tokens while they do not pay: each pass's k in [0, max_draft_tokens]
+  // follows the request's acceptance and the measured cost of a row (draft_length.h). false:
+  // always max_draft_tokens when a source has them.
+  bool adaptive = true;
   // A client's guess of the output (OpenAI's Predicted Outputs), tokenized: searched like the
   // prompt by the n-gram drafter, before any other source. Speculates even when source is kNone.
   std::vector<int32_t> prediction;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/decoding/draft_length.h"
 #include "engine/decoding/model_drafter.h"
 #include "engine/decoding/ngram_drafter.h"
 #include "engine/decoding/speculation_options.h"
@@ -32,14 +33,17 @@ class Speculator {
 
   // A token the request chose (drafted or not).
   void Accept(int32_t token);
-  // Up to min(max_tokens, options' max_draft_tokens) drafts after the text so far (none when
-  // no source has one). Prediction and n-gram lookup first; the draft model when they have none.
-  void Propose(int max_tokens, std::vector<int32_t>* out);
+  // Up to min(max_tokens, the adaptive k (DraftLength, given the passes' costs)) drafts after the
+  // text so far (none when no source has one). Prediction and n-gram lookup first; the draft
+  // model when they have none.
+  void Propose(int max_tokens, const DraftCosts& costs, std::vector<int32_t>* out);
+  // The verification pass of `drafted` drafts kept the first `accepted`.
+  void Verified(int drafted, int accepted);
   // Releases the draft model's blocks (the answer is complete).
   void Release();
 
  private:
-  const int max_draft_tokens_;
+  DraftLength length_;
   std::optional<NgramDrafter> ngram_;    // with kNgram or a prediction
   std::unique_ptr<ModelDrafter> model_;  // with kDraftModel and a draft model
   std::vector<int32_t> text_;            // prompt + chosen tokens (the draft model's input)

@@ -572,7 +572,9 @@ void Engine::Step() {
   // Drafts cost a row each: worth it while few streams share the step (see EngineOptions).
   const int max_draft_tokens = decoding <= options_.max_speculative_streams ? kUnlimitedTokens : 0;
   int decode_tokens = 0;
+  const DraftCosts draft_costs = row_cost_.Costs();
   for (Request& a : active_) {
+    a.generation->SetDraftCosts(draft_costs);
     a.seqs = 0;
     a.decode_tokens = a.prompt_tokens = 0;
     if (a.generation->prefilling()) {
@@ -594,7 +596,11 @@ void Engine::Step() {
   }
   StepReport report;
   if (!seqs_.empty()) {
+    const absl::Time pass_start = absl::Now();
     absl::Status st = model_->lm().Forward(*cache_, absl::MakeSpan(seqs_), &logits_);
+    if (st.ok()) {
+      row_cost_.Add(decode_tokens + prompt_tokens, absl::ToDoubleSeconds(absl::Now() - pass_start));
+    }
     if (!st.ok()) {
       // Forward changed nothing. Make room: first idle sessions' blocks, else the newest
       // request gives way (it ends with the error) so that the older ones can go on.

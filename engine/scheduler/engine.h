@@ -22,6 +22,7 @@
 #include "engine/kv_cache/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/draft_model.h"
+#include "engine/scheduler/row_cost_model.h"
 #include "engine/scheduler/session_store.h"
 
 namespace textgen {
@@ -340,6 +341,7 @@ class Engine {
   // Scheduler thread only.
   std::vector<Request> active_;
   std::vector<ForwardSeq> seqs_;
+  RowCostModel row_cost_;  // passes' time against their rows: what a draft row costs
   std::vector<float> logits_;
   std::vector<size_t> row_of_seq_;  // [seqs_.size()] index of a sequence's first logits row
   std::thread thread_;

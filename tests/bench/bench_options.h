@@ -22,6 +22,7 @@ struct BenchOptions {
   bool prefix = false;       // --prefix
   bool structured = false;   // --structured
   bool verify = false;       // --verify (implied by --verify-rows)
+  bool speculative = false;  // --speculative
 
   std::vector<std::string> models;  // --model, for --speed and --beam
   ops::LinearCompute compute = ops::LinearCompute::kF32;
@@ -68,6 +69,11 @@ struct BenchOptions {
   std::vector<int> verify_rows = {5};
   int verify_context = 256;
   int verify_iters = 20;
+
+  // --speculative: whole requests with and without drafts, through the engine.
+  std::string draft_model;       // --draft-model: adds the draft-model rows
+  int speculative_tokens = 256;  // --speculative-new-tokens
+  int speculative_k = 4;         // --speculative-k
 
   bool rows_only = false;    // print table rows only, for concatenating processes' output
   bool machine_line = true;  // the first line: CPU, bandwidth, compute, threads

@@ -23,6 +23,7 @@
 #include "tests/bench/cache_table.h"
 #include "tests/bench/machine_info.h"
 #include "tests/bench/prefix_table.h"
+#include "tests/bench/speculative_table.h"
 #include "tests/bench/speed_table.h"
 #include "tests/bench/structured_table.h"
 #include "tests/bench/verify_table.h"
@@ -64,6 +65,10 @@ void AddSectionFlags(cli::FlagSet& f, BenchOptions& o, bool* smoke) {
          "per --model: speculative verification's cost, one sequence's forward\nof N rows "
          "(--verify-rows, logits for each) against 1 row after a\n--verify-context prompt, "
          "best and median ms");
+  f.Flag("--speculative", &o.speculative,
+         "per --model: whole greedy requests through the engine without\nspeculation, with "
+         "n-gram drafts (K fixed and adaptive) and, with\n--draft-model, a draft model's; ms, "
+         "tokens/s, drafts accepted,\nand whether the ids equal the run without");
   f.Flag("--smoke", smoke, "every section at tiny sizes on stories260K (CI keeps it working)");
 }
 
@@ -159,6 +164,12 @@ void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
               "--verify prompt tokens before the passes (default 256)");
   AddPositive(f, "--verify-iters", &o.verify_iters,
               "--verify passes of each size per repeat (default 20)");
+  f.Add("--draft-model", &o.draft_model, cli::NonEmpty(), "PATH",
+        "--speculative: a draft model with the --model's vocabulary (adds\nits rows)");
+  AddPositive(f, "--speculative-new-tokens", &o.speculative_tokens,
+              "--speculative tokens per request (default 256)");
+  AddPositive(f, "--speculative-k", &o.speculative_k,
+              "--speculative drafts per pass, at most (default 4)");
   f.Flag("--rows-only", &o.rows_only,
          "print table rows only (no machine line, no table heads), to append a\nprocess's rows "
          "to another's table");
@@ -179,6 +190,7 @@ BenchOptions ParseFlags(int argc, char** argv) {
   if (smoke) {
     // Every section, each at a size that takes well under a second.
     o.bandwidth = o.speed = o.beam = o.cache_table = o.prefix = o.structured = o.verify = true;
+    o.speculative = true;
     if (o.models.empty()) o.models.push_back(o.cache_model);
     o.bandwidth_bytes = int64_t{64} << 20;
     o.bandwidth_passes = 2;
@@ -192,15 +204,16 @@ BenchOptions ParseFlags(int argc, char** argv) {
     o.prefix_system_tokens = 200;  // stories260K's context is 512
     o.verify_context = 32;
     o.verify_iters = 2;
+    o.speculative_tokens = 16;
   }
   if (o.prefix_nomatch_only) o.prefix = true;
   if (o.prefix_model.empty()) o.prefix_model = o.models.empty() ? o.cache_model : o.models[0];
-  const bool any =
-      o.bandwidth || o.speed || o.beam || o.cache_table || o.prefix || o.structured || o.verify;
+  const bool any = o.bandwidth || o.speed || o.beam || o.cache_table || o.prefix || o.structured ||
+                   o.verify || o.speculative;
   if (!o.models.empty() && !any) o.speed = true;
   if (!any && o.models.empty()) f.Fail("nothing to measure");
-  if ((o.speed || o.beam || o.verify) && o.models.empty()) {
-    f.Fail("--speed, --beam and --verify need --model");
+  if ((o.speed || o.beam || o.verify || o.speculative) && o.models.empty()) {
+    f.Fail("--speed, --beam, --verify and --speculative need --model");
   }
   return o;
 }
@@ -263,6 +276,7 @@ int Main(int argc, char** argv) {
   section(o.prefix, [&] { PrintPrefixTable(o); });
   section(o.structured, [&] { PrintStructuredTable(o); });
   section(o.verify, [&] { PrintVerifyTable(o); });
+  section(o.speculative, [&] { PrintSpeculativeTable(o); });
   // Which level each format's kernels ran at, where it was measured (ops/kernel_calibration.h).
   const std::vector<ops::MeasuredChoice> chosen = ops::InstalledKernelChoices();
   if (!o.rows_only && !chosen.empty()) {

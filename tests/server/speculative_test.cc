@@ -24,9 +24,11 @@ Json Completion(int port, Json extra) {
 
 TEST_CASE("speculative and prediction change no completion and report their drafts",
           "[server][openai][speculative]") {
-  auto server = StartHttpServer(
-      {"--draft-model", ModelPath("TinyStories-656K-Q8_0.gguf"), "--batch-invariant", "on"},
-      ModelPath("TinyStories-656K-F32.gguf"));
+  // K fixed: how many drafts adaptive K runs depends on the passes' measured times, and the
+  // counts below are about the drafts, not their number.
+  auto server = StartHttpServer({"--draft-model", ModelPath("TinyStories-656K-Q8_0.gguf"),
+                                 "--batch-invariant", "on", "--speculative-adaptive", "off"},
+                                ModelPath("TinyStories-656K-F32.gguf"));
   const int port = server->http_port;
   const Json plain = Completion(port, Json::object());
   const std::string text = plain["choices"][0]["text"];
@@ -101,6 +103,9 @@ TEST_CASE("an unusable draft model stops the start naming it", "[server][specula
   r = RunCommand(base + "--speculative-tokens 0 2>&1");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.out, Catch::Contains("--speculative-tokens"));
+  r = RunCommand(base + "--speculative-adaptive sometimes 2>&1");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--speculative-adaptive"));
 }
 
 }  // namespace speculative_test

@@ -42,10 +42,13 @@ Loaded Load(const std::string& name, ops::LinearCompute compute) {
 
 // One request alone to completion, drafting with `draft` when given.
 GenerationResult Run(Loaded& target, const std::vector<int32_t>& prompt, const DecodingOptions& d,
-                     Loaded* draft = nullptr) {
+                     Loaded* draft = nullptr, double row_cost = 0) {
+  DraftCosts costs;
+  for (int k = 0; k <= kMaxSpeculativeTokens; ++k) costs.pass[k] = 1 + row_cost * k;
   auto g =
       Generation::Create(target.model->lm(), target.model->tokenizer(), *target.cache, prompt, d);
   REQUIRE(g.ok());
+  (*g)->SetDraftCosts(costs);
   if (draft != nullptr) (*g)->SetDraftModel(&draft->model->lm(), draft->cache.get());
   std::vector<ForwardSeq> seqs;
   std::vector<float> logits;
@@ -129,6 +132,38 @@ TEST_CASE("n-gram speculation gives the same tokens as none, in both compute mod
     CHECK(accepted > 100);      // the stories repeat themselves: drafts are taken
     CHECK(accepted < drafted);  // and some rejected: the rollback ran
   }
+}
+
+TEST_CASE("adaptive drafting at a dear row drafts less and changes nothing",
+          "[decoding][speculative]") {
+  Loaded target = Load("TinyStories-656K-F32.gguf", ops::LinearCompute::kF32);
+  int fixed_drafted = 0, fixed_accepted = 0, drafted = 0, accepted = 0;
+  for (const DecodingOptions& base : Variants()) {
+    for (const std::string& text : kPrompts) {
+      INFO("method " << static_cast<int>(base.method) << ", prompt " << text);
+      const std::vector<int32_t> prompt = target.model->tokenizer().Encode(text, true);
+      GenerationResult off = Run(target, prompt, base);
+      DecodingOptions on = base;
+      on.speculation.source = DraftSource::kNgram;
+      on.speculation.max_draft_tokens = 4;
+      on.speculation.adaptive = false;
+      GenerationResult fixed = Run(target, prompt, on, nullptr, 0.5);
+      on.speculation.adaptive = true;
+      GenerationResult adaptive = Run(target, prompt, on, nullptr, 0.5);
+      CheckSame(off, fixed);
+      CheckSame(off, adaptive);
+      fixed_drafted += fixed.stats.drafted_tokens;
+      fixed_accepted += fixed.stats.accepted_tokens;
+      drafted += adaptive.stats.drafted_tokens;
+      accepted += adaptive.stats.accepted_tokens;
+    }
+  }
+  INFO("fixed K: " << fixed_accepted << " of " << fixed_drafted
+                   << " accepted; adaptive: " << accepted << " of " << drafted);
+  // At r = 0.5 a pass of k drafts pays only while drafts are accepted more often than not.
+  CHECK(drafted < fixed_drafted / 2);
+  CHECK(accepted > 0);
+  CHECK(accepted * fixed_drafted > fixed_accepted * drafted);  // a better acceptance rate
 }
 
 TEST_CASE("a prediction of the answer is accepted almost whole and changes nothing",
