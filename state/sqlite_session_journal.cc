@@ -93,9 +93,8 @@ std::string QueryText(sqlite3* db, const char* sql, int* rc) {
 absl::Status MoveAside(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return absl::OkStatus();
-  const std::string aside =
-      absl::StrCat(path, ".broken-", absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(),
-                                                      absl::UTCTimeZone()));
+  const std::string aside = absl::StrCat(
+      path, ".broken-", absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone()));
   fs::rename(path, aside, ec);
   if (ec) {
     return absl::FailedPreconditionError(
@@ -121,8 +120,8 @@ absl::Status Migrate(sqlite3* db, const std::string& path) {
         "--state-reset to move it aside (its sessions are then lost)"));
   }
   for (int step = version; step < SqliteSessionJournal::kSchemaVersion; ++step) {
-    const std::string sql = absl::StrCat("BEGIN IMMEDIATE; ", kSteps[step], "; PRAGMA user_version = ",
-                                         step + 1, "; COMMIT;");
+    const std::string sql = absl::StrCat("BEGIN IMMEDIATE; ", kSteps[step],
+                                         "; PRAGMA user_version = ", step + 1, "; COMMIT;");
     rc = Exec(db, sql.c_str());
     if (rc != SQLITE_OK) {
       absl::Status st = SqliteError(db, rc, path, "cannot migrate the schema of");
@@ -136,9 +135,9 @@ absl::Status Migrate(sqlite3* db, const std::string& path) {
 
 // Opens `path` as a session database ready for writing; *db is set even on failure (close it).
 absl::Status OpenDatabase(const std::string& path, const SqliteJournalOptions& o, sqlite3** db) {
-  int rc = sqlite3_open_v2(path.c_str(), db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) return SqliteError(*db, rc, path, "cannot open");
   sqlite3_busy_timeout(*db, 5000);
   // The first read of the file: a file that is no database fails here.
@@ -320,9 +319,10 @@ void SqliteSessionJournal::WriterLoop() {
     }
     const absl::Status st = Write(batch);
     if (!st.ok() && !degraded_.exchange(true)) {
-      spdlog::warn("session state store failed, sessions are kept in memory only until it "
-                   "recovers: {}",
-                   std::string(st.message()));
+      spdlog::warn(
+          "session state store failed, sessions are kept in memory only until it "
+          "recovers: {}",
+          std::string(st.message()));
     } else if (st.ok() && db_ != nullptr && degraded_.exchange(false)) {
       spdlog::info("session state store {} writable again", path_);
     }
@@ -372,8 +372,7 @@ absl::Status SqliteSessionJournal::Write(const Batch& batch) {
     sqlite3_bind_text(s, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
     if (r.has_value()) {
       const std::string tokens = EncodeTokens(r->tokens);
-      sqlite3_bind_text(s, 2, r->owner.data(), static_cast<int>(r->owner.size()),
-                        SQLITE_TRANSIENT);
+      sqlite3_bind_text(s, 2, r->owner.data(), static_cast<int>(r->owner.size()), SQLITE_TRANSIENT);
       sqlite3_bind_blob(s, 3, tokens.data(), static_cast<int>(tokens.size()), SQLITE_TRANSIENT);
       sqlite3_bind_blob(s, 4, r->attachment.data(), static_cast<int>(r->attachment.size()),
                         SQLITE_TRANSIENT);

@@ -31,13 +31,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   e->sessions_ = std::make_unique<SessionStore>(options.max_sessions, options.session_ttl,
                                                 options.session_journal.get());
   if (options.session_journal != nullptr) {
-    TG_ASSIGN_OR_RETURN(std::vector<SessionRecord> records,
-                        options.session_journal->LoadAll());
+    TG_ASSIGN_OR_RETURN(std::vector<SessionRecord> records, options.session_journal->LoadAll());
     const size_t stored = records.size();
     const SessionStore::RestoreCounts n =
         e->sessions_->Restore(std::move(records), e->model_->config().n_vocab, absl::Now());
-    spdlog::info("sessions: {} restored of {} stored ({} expired, {} dropped)", n.restored,
-                 stored, n.expired, n.dropped);
+    spdlog::info("sessions: {} restored of {} stored ({} expired, {} dropped)", n.restored, stored,
+                 n.expired, n.dropped);
   }
   const ModelConfig& c = e->model_->config();
   KvCacheOptions kv;

@@ -4,11 +4,10 @@
 #include <random>
 #include <utility>
 
-#include "absl/synchronization/notification.h"
-#include "spdlog/spdlog.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "spdlog/spdlog.h"
 
 namespace textgen {
 namespace {
@@ -41,7 +40,7 @@ absl::Status Changed(const std::string& id) {
 }  // namespace
 
 SessionRecord SessionStore::RecordOf(const Session& s) const {
-  return SessionRecord{s.id,      s.owner,     s.tokens, s.attachment,
+  return SessionRecord{s.id,      s.owner,   s.tokens,    s.attachment,
                        s.version, s.created, s.last_used, ttl_};
 }
 

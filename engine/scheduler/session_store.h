@@ -99,8 +99,8 @@ class SessionStore {
   void Release(Session& s, uint64_t request);
 
   struct TurnEnd {
-    int valid_tokens = 0;  // leading conversation tokens a table kept by the turn may hold
-    bool deleted = false;  // the session is gone: the caller frees the table
+    int valid_tokens = 0;    // leading conversation tokens a table kept by the turn may hold
+    bool deleted = false;    // the session is gone: the caller frees the table
     bool journaled = false;  // the turn went to the journal: `durable` will run
   };
   // The end of `request`'s turn over `prompt` (the whole conversation it ran). If it still holds

@@ -134,8 +134,7 @@ TEST_CASE("a second journal on the same directory is refused", "[state][journal]
   CHECK(OpenStatus(dir).ok());
 }
 
-TEST_CASE("a corrupted database is refused, and --state-reset moves it aside",
-          "[state][journal]") {
+TEST_CASE("a corrupted database is refused, and --state-reset moves it aside", "[state][journal]") {
   const std::string dir = testing::ScratchDir();
   const std::string path = dir + "/sessions.sqlite3";
   std::string garbage;
@@ -182,16 +181,15 @@ TEST_CASE("a database whose pages are damaged is refused", "[state][journal]") {
   CHECK_THAT(std::string(st.message()), Catch::Contains(path) && Catch::Contains("--state-reset"));
 }
 
-TEST_CASE("a database with a newer schema is refused, an older one migrated",
-          "[state][journal]") {
+TEST_CASE("a database with a newer schema is refused, an older one migrated", "[state][journal]") {
   const std::string dir = testing::ScratchDir();
   const std::string path = dir + "/sessions.sqlite3";
   Sql(path, "CREATE TABLE later (x INTEGER); PRAGMA user_version = 99;");
   absl::Status st = OpenStatus(dir);
   CHECK(absl::IsFailedPrecondition(st));
-  CHECK_THAT(std::string(st.message()),
-             Catch::Contains("schema version 99") && Catch::Contains("newer") &&
-                 Catch::Contains(path) && Catch::Contains("--state-reset"));
+  CHECK_THAT(std::string(st.message()), Catch::Contains("schema version 99") &&
+                                            Catch::Contains("newer") && Catch::Contains(path) &&
+                                            Catch::Contains("--state-reset"));
 
   // Version 0 with a table of someone else's: migrated to the current schema beside it.
   const std::string dir0 = testing::ScratchDir();
@@ -219,8 +217,7 @@ TEST_CASE("an unwritable state directory degrades to memory only", "[state][jour
   CHECK(absl::IsUnavailable(RemoveAndWait(*j, std::string(32, 'a'))));
 }
 
-TEST_CASE("a full disk degrades the journal and keeps the last whole record",
-          "[state][journal]") {
+TEST_CASE("a full disk degrades the journal and keeps the last whole record", "[state][journal]") {
   const std::string dir = testing::ScratchDir();
   const std::string a(32, 'a');
   {

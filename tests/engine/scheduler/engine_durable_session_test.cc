@@ -117,8 +117,7 @@ TEST_CASE("cancelled and failed turns write nothing, a deletion is written befor
   CHECK(!changes.back().record.has_value());
 }
 
-TEST_CASE("a restored session continues with the tokens it would have given",
-          "[engine][durable]") {
+TEST_CASE("a restored session continues with the tokens it would have given", "[engine][durable]") {
   for (bool sampled : {false, true}) {
     INFO("sampled " << sampled);
     auto first = std::make_shared<FakeSessionJournal>();
@@ -145,8 +144,8 @@ TEST_CASE("a restored session continues with the tokens it would have given",
     SessionRecord foreign = after_two;  // another model's tokens
     foreign.id = std::string(32, 'b');
     foreign.tokens.push_back(1 << 30);
-    auto second = std::make_shared<FakeSessionJournal>(
-        std::vector<SessionRecord>{after_two, stale, foreign});
+    auto second =
+        std::make_shared<FakeSessionJournal>(std::vector<SessionRecord>{after_two, stale, foreign});
     auto e = MakeEngine(second);
     CHECK(e->Stats().sessions == 1);
     // Only the owner sees it; its attachment and version came back.

@@ -21,8 +21,7 @@ class FakeSessionJournal : public SessionJournal {
     std::optional<SessionRecord> record;  // nullopt: a removal
   };
 
-  explicit FakeSessionJournal(std::vector<SessionRecord> stored = {})
-      : stored_(std::move(stored)) {
+  explicit FakeSessionJournal(std::vector<SessionRecord> stored = {}) : stored_(std::move(stored)) {
     thread_ = std::thread([this] { Answer(); });
   }
   ~FakeSessionJournal() override {
