@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_format.h"
 #include "tests/server/server_test_util.h"
+#include "tests/support/metrics_scrape.h"
 
 namespace textgen::testing {
 namespace durable_sessions_test {
@@ -187,8 +188,8 @@ const Reference& GetReference() {
 // One client's view of its session while the server ran.
 struct Progress {
   std::atomic<bool> created{false};
-  std::atomic<int> completed{0};  // turns whose end it saw
-  std::atomic<int> attempted{0};  // turns it sent
+  std::atomic<int> completed{0};      // turns whose end it saw
+  std::atomic<int> attempted{0};      // turns it sent
   std::atomic<bool> mismatch{false};  // a turn's answer differed from the reference
 };
 
@@ -284,6 +285,75 @@ TEST_CASE("sessions continue after kill -9 with the tokens of an uninterrupted r
   INFO("continued " << tally.continued << ", cut " << tally.cut);
   CHECK(tally.continued >= kRuns / 2);
   CHECK(tally.cut >= kRuns / 4);
+}
+
+// textgen-server on `state_dir` in the foreground: its exit code and output (it must exit by
+// itself, i.e. refuse to start).
+CommandResult RunRefused(const std::string& state_dir, const std::string& more = "") {
+  const std::string bin = std::string(std::getenv("TEXTGEN_BIN_DIR")) + "/textgen-server";
+  return RunCommand("timeout 60 " + bin + " --model " + ShellQuote(ModelPath("stories260K.gguf")) +
+                    " --listen 127.0.0.1:0 --kv-cache-mib 16 --state-dir " + ShellQuote(state_dir) +
+                    " " + more + " 2>&1");
+}
+
+TEST_CASE("a second server on a state directory, or a corrupted database, is refused",
+          "[server][durable]") {
+  const std::string dir = ScratchDir() + "/state";
+  {
+    auto first = StartServer(dir);
+    CommandResult second = RunRefused(dir);
+    CHECK(second.exit_code == 1);
+    CHECK_THAT(second.out, Catch::Contains("cannot start") &&
+                               Catch::Contains(dir + "/sessions.lock") &&
+                               Catch::Contains("another textgen-server"));
+    CHECK(first->Running());
+  }
+  WriteFile(dir + "/sessions.sqlite3", std::string(8192, 'x'));
+  CommandResult corrupt = RunRefused(dir);
+  CHECK(corrupt.exit_code == 1);
+  CHECK_THAT(corrupt.out,
+             Catch::Contains(dir + "/sessions.sqlite3") && Catch::Contains("--state-reset"));
+  // The way out: moved aside, and the server serves (with no sessions).
+  ServerProcessOptions o;
+  o.extra_args = {"--kv-cache-mib", "16", "--state-dir", dir, "--state-reset"};
+  ServerProcess reset(o);
+  CHECK_THAT(reset.Log(), Catch::Contains("sessions.sqlite3.broken-"));
+  CHECK(ReadFile(dir + "/sessions.sqlite3").substr(0, 15) == "SQLite format 3");
+}
+
+TEST_CASE("an unwritable state directory serves sessions from memory, degraded",
+          "[server][durable]") {
+  // Below a regular file: unwritable for root too.
+  const std::string file = ScratchDir() + "/file";
+  WriteFile(file, "x");
+  const int metrics_port = PickFreePort();
+  ServerProcessOptions o;
+  o.extra_args = {"--kv-cache-mib",   "16",
+                  "--state-dir",      file + "/state",
+                  "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port)};
+  ServerProcess server(o);
+  CHECK_THAT(server.Log(),
+             Catch::Contains("warning") && Catch::Contains("sessions are kept in memory only"));
+  CHECK(ScrapeMetrics(metrics_port).Get("textgen_state_store_degraded") == 1);
+  // Sessions work (in memory).
+  auto stub = NewStub(server);
+  grpc::ClientContext ctx;
+  v1::Session session;
+  REQUIRE(stub->CreateSession(&ctx, v1::CreateSessionRequest(), &session).ok());
+  v1::GenerateRequest turn;
+  turn.set_session_id(session.session_id());
+  turn.set_prompt("Once upon a time");
+  turn.set_max_new_tokens(4);
+  CHECK(RunGenerate(*stub, turn).status.ok());
+  CHECK(RunGenerate(*stub, turn).status.ok());
+
+  // A writable one: not degraded.
+  const int port2 = PickFreePort();
+  o.extra_args = {"--kv-cache-mib",   "16",
+                  "--state-dir",      ScratchDir() + "/ok",
+                  "--metrics-listen", "127.0.0.1:" + std::to_string(port2)};
+  ServerProcess fine(o);
+  CHECK(ScrapeMetrics(port2).Get("textgen_state_store_degraded") == 0);
 }
 
 }  // namespace durable_sessions_test
