@@ -347,13 +347,16 @@ TEST_CASE("an unwritable state directory serves sessions from memory, degraded",
   CHECK(RunGenerate(*stub, turn).status.ok());
   CHECK(RunGenerate(*stub, turn).status.ok());
 
-  // A writable one: not degraded.
+  // A writable one: not degraded (and fsyncs left to the OS).
   const int port2 = PickFreePort();
   o.extra_args = {"--kv-cache-mib",   "16",
                   "--state-dir",      ScratchDir() + "/ok",
                   "--metrics-listen", "127.0.0.1:" + std::to_string(port2)};
+  o.extra_args.push_back("--state-sync");
+  o.extra_args.push_back("normal");
   ServerProcess fine(o);
   CHECK(ScrapeMetrics(port2).Get("textgen_state_store_degraded") == 0);
+  CHECK_THAT(fine.Log(), Catch::Contains("sessions.sqlite3 (synchronous=normal)"));
 }
 
 }  // namespace durable_sessions_test
