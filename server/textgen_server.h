@@ -75,7 +75,7 @@ class TextgenServer {
   void SetState(State state);
 
   const ServerOptions options_;
-  // With --state-dir: where sessions are kept (shared with the engine, which outlives no one).
+  // With --state-dir: where sessions are kept (shared with the engine, which goes first).
   std::shared_ptr<SessionJournal> journal_;
   ApiKeys api_keys_;  // none: open
   ServerMetrics metrics_;

@@ -319,6 +319,11 @@ TEST_CASE("a second server on a state directory, or a corrupted database, is ref
   ServerProcess reset(o);
   CHECK_THAT(reset.Log(), Catch::Contains("sessions.sqlite3.broken-"));
   CHECK(ReadFile(dir + "/sessions.sqlite3").substr(0, 15) == "SQLite format 3");
+  // Without a directory the reset is a bad flag (exit 2), not silently ignored.
+  CommandResult bad = RunCommand(std::string(std::getenv("TEXTGEN_BIN_DIR")) +
+                                 "/textgen-server --state-reset 2>&1");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("--state-reset needs --state-dir"));
 }
 
 TEST_CASE("an unwritable state directory serves sessions from memory, degraded",
