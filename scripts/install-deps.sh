@@ -10,6 +10,7 @@ PKGS=(
   libssl-dev  # TLS: cpp-httplib's HTTPS server (its header includes OpenSSL's) and the certificate checks
   libcli11-dev  # every binary's flags, --help and TEXTGEN_ variables (header-only, cli/)
   libpcre2-dev  # the tokenizer's pre-tokenizer regexes (8-bit, UTF + UCP)
+  libsqlite3-dev  # durable sessions: --state-dir's sessions.sqlite3 (state/)
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # oneDNN's CMake config wants OpenCL (its GPU runtime)
 )
 if [ "${1:-}" != "--build-only" ]; then

@@ -212,6 +212,23 @@ void AddLimitFlags(cli::FlagSet& f, ServerOptions& o) {
         "conversations kept at once (default 1024)");
   f.Add("--session-ttl", &e.session_ttl, cli::Seconds(0), "SECONDS",
         "an unused session is deleted after this long (default 600)");
+  f.Add("--state-dir", &o.state_dir, cli::NonEmpty(), "DIR",
+        "keep sessions in DIR/sessions.sqlite3 (created if missing), so\nthat they outlive "
+        "restarts and crashes: a turn is written before\nits last message is sent, and a "
+        "restarted server continues\nevery session from its last such turn (default: memory "
+        "only).\nOne server per directory (DIR/sessions.lock). Unwritable or\nfull: sessions "
+        "stay in memory, with a warning and\ntextgen_state_store_degraded 1");
+  f.AddWith<std::string>(
+      "--state-sync", cli::OneOf({"full", "normal"}), "full|normal",
+      "full (default): every turn is fsynced before its answer ends,\nso it survives a power "
+      "loss or an OS crash; normal: written\nto the OS at once (survives the server's crash, "
+      "kill -9, OOM)\nbut fsynced only now and then, so a machine's crash may lose\nthe latest "
+      "turns (never a half-written one)",
+      [&o](const std::string& v) { o.state_sync_full = v == "full"; });
+  f.Flag("--state-reset", &o.state_reset,
+         "move an existing DIR/sessions.sqlite3 aside (to\nsessions.sqlite3.broken-<time>) and "
+         "start with no sessions: the\nway out of a corrupted database or one a newer release "
+         "wrote");
   f.Add("--default-max-new-tokens", &o.limits.default_max_new_tokens, cli::Int<int>(1, kIntMax),
         "N",
         "used when a request leaves max_new_tokens at 0; such requests\nstop at the context "
@@ -251,6 +268,7 @@ Flags ParseFlags(int argc, char** argv) {
       o.engine.draft_model_path.empty()) {
     f.Fail("--speculative draft-model needs --draft-model PATH");
   }
+  if (o.state_reset && o.state_dir.empty()) f.Fail("--state-reset needs --state-dir DIR");
   if (!o.engine.draft_model_path.empty()) o.limits.asked_draft_source = DraftSource::kDraftModel;
   if (o.limits.default_max_new_tokens > o.limits.max_max_new_tokens) {
     f.Fail(absl::StrCat("--default-max-new-tokens (", o.limits.default_max_new_tokens,

@@ -90,6 +90,11 @@ ServerMetrics::ServerMetrics() {
                                   "Bytes of the KV cache pool in memory: pages are faulted in as "
                                   "blocks are first used and stay (part of the process RSS)."))
                       ->GaugeAt();
+  state_degraded_ =
+      &Must(r.AddGauge("textgen_state_store_degraded",
+                       "1 while --state-dir cannot be written (unwritable, full disk): sessions "
+                       "are then kept in memory only and lost on restart; 0 otherwise."))
+           ->GaugeAt();
   auto counter = [&r](const char* name, const char* help) {
     return &Must(r.AddCounter(name, help))->CounterAt();
   };
@@ -126,9 +131,15 @@ void ServerMetrics::SetStatsSource(std::function<std::optional<EngineStats>()> s
   source_ = std::move(source);
 }
 
+void ServerMetrics::SetStateStoreSource(std::function<bool()> degraded) {
+  absl::MutexLock lock(&source_mu_);
+  state_degraded_source_ = std::move(degraded);
+}
+
 void ServerMetrics::Collect() {
   // Held throughout: two scrapes at once must not both add the same counter difference.
   absl::MutexLock lock(&source_mu_);
+  state_degraded_->Set(state_degraded_source_ && state_degraded_source_() ? 1 : 0);
   std::optional<EngineStats> stats;
   if (source_) stats = source_();
   const EngineStats s = stats.value_or(EngineStats{});

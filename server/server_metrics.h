@@ -30,6 +30,8 @@ class ServerMetrics {
   void SetServing(bool serving) { serving_->Set(serving ? 1 : 0); }
   // Read at every scrape; nullopt (no engine yet, or gone) leaves the engine gauges at 0.
   void SetStatsSource(std::function<std::optional<EngineStats>()> source);
+  // textgen_state_store_degraded: read at every scrape (unset: 0).
+  void SetStateStoreSource(std::function<bool()> degraded);
 
   // The text exposition of everything above.
   std::string Render() const { return registry_.Render(); }
@@ -56,6 +58,7 @@ class ServerMetrics {
   Gauge* kv_free_ = nullptr;
   Gauge* kv_cached_ = nullptr;
   Gauge* kv_resident_ = nullptr;
+  Gauge* state_degraded_ = nullptr;
   // Engine counters, brought up to the engine's totals at each scrape.
   Counter* prefix_lookups_ = nullptr;
   Counter* prefix_lookup_tokens_ = nullptr;
@@ -64,6 +67,7 @@ class ServerMetrics {
 
   absl::Mutex source_mu_;
   std::function<std::optional<EngineStats>()> source_ ABSL_GUARDED_BY(source_mu_);
+  std::function<bool()> state_degraded_source_ ABSL_GUARDED_BY(source_mu_);
 };
 
 }  // namespace textgen::server

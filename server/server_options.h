@@ -36,6 +36,13 @@ struct ServerOptions {
   // Health, reflection, the chat page and /metrics stay open either way.
   std::string api_keys_file;
   EngineOptions engine;
+  // Durable sessions: a directory for DIR/sessions.sqlite3 (state/sqlite_session_journal.h);
+  // empty = sessions in memory only. state_sync_full: fsync every committed turn (survives power
+  // loss) rather than leave it to the OS (survives a process crash). state_reset: move an
+  // existing database aside first.
+  std::string state_dir;
+  bool state_sync_full = true;
+  bool state_reset = false;
   // A Jinja chat template file for the Chat RPC and /v1/chat/completions, overriding the
   // model's own; empty = the model's.
   std::string chat_template;

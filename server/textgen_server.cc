@@ -14,6 +14,7 @@
 #include "engine/ops/threading.h"
 #include "engine/util/status_macros.h"
 #include "spdlog/spdlog.h"
+#include "state/sqlite_session_journal.h"
 
 namespace textgen::server {
 namespace {
@@ -123,6 +124,16 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
     spdlog::info("API keys: {} from {}", s->api_keys_.size(), options.api_keys_file);
   }
   WarnIfExposed(options, s->api_keys_.enabled());
+  if (!options.state_dir.empty()) {
+    // Before listening: a refusal (another server on the directory, a corrupted or too new
+    // database) ends the start at once.
+    state::SqliteJournalOptions journal;
+    journal.dir = options.state_dir;
+    journal.sync_full = options.state_sync_full;
+    journal.reset = options.state_reset;
+    TG_ASSIGN_OR_RETURN(s->journal_, state::SqliteSessionJournal::Open(journal));
+  }
+  s->metrics_.SetStateStoreSource([server = s.get()] { return server->state_store_degraded(); });
   s->service_ = std::make_unique<TextGenerationService>(
       options.limits, options.engine.kv_block_size, &s->api_keys_, &s->metrics_);
   s->metrics_.SetStatsSource([server = s.get()]() -> std::optional<EngineStats> {
@@ -210,7 +221,9 @@ absl::Status TextgenServer::Load() {
   spdlog::info("batch-invariant matmuls: {}",
                options_.engine.model.llama.linear.batch_invariant ? "on" : "off");
   const auto load_start = std::chrono::steady_clock::now();
-  TG_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(options_.engine));
+  EngineOptions engine_options = options_.engine;
+  engine_options.session_journal = journal_;
+  TG_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_options));
   const ModelConfig& c = engine->model().config();
   spdlog::info(
       "loaded {} ({}, {} layers, vocab {}, context {}, {}) in {:.0f} ms",

@@ -58,6 +58,10 @@ class TextgenServer {
   int port() const { return port_; }
   int metrics_port() const { return metrics_http_ != nullptr ? metrics_http_->port() : 0; }
   int http_port() const { return api_http_ != nullptr ? api_http_->port() : 0; }
+  // True while sessions cannot be made durable: --state-dir was given but cannot be written
+  // (unwritable, full disk); they are then kept in memory only. False without --state-dir.
+  // Thread-safe (for a readiness probe).
+  bool state_store_degraded() const { return journal_ != nullptr && journal_->degraded(); }
 
  private:
   enum class State { kLoading, kServing, kDraining };
@@ -71,6 +75,8 @@ class TextgenServer {
   void SetState(State state);
 
   const ServerOptions options_;
+  // With --state-dir: where sessions are kept (shared with the engine, which goes first).
+  std::shared_ptr<SessionJournal> journal_;
   ApiKeys api_keys_;  // none: open
   ServerMetrics metrics_;
   // Chat rendering and output constraints for both APIs (set by SetUpChat; outlives them).

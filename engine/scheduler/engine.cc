@@ -28,7 +28,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   auto e = std::unique_ptr<Engine>(new Engine());
   e->options_ = options;
   TG_ASSIGN_OR_RETURN(e->model_, Model::Load(options.model_path, options.model));
-  e->sessions_ = std::make_unique<SessionStore>(options.max_sessions, options.session_ttl);
+  e->sessions_ = std::make_unique<SessionStore>(options.max_sessions, options.session_ttl,
+                                                options.session_journal.get());
+  if (options.session_journal != nullptr) {
+    TG_ASSIGN_OR_RETURN(std::vector<SessionRecord> records, options.session_journal->LoadAll());
+    const size_t stored = records.size();
+    const SessionStore::RestoreCounts n =
+        e->sessions_->Restore(std::move(records), e->model_->config().n_vocab, absl::Now());
+    spdlog::info("sessions: {} restored of {} stored ({} expired, {} dropped)", n.restored, stored,
+                 n.expired, n.dropped);
+  }
   const ModelConfig& c = e->model_->config();
   KvCacheOptions kv;
   kv.n_layers = c.n_layers;
@@ -299,7 +308,7 @@ void Engine::Loop() {
       // Sleep until there is work or a stop; wake now and then to expire idle sessions.
       auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || !queue_.empty() || !active_.empty() || !left_queue_.empty() ||
-               sessions_deleted_;
+               sessions_deleted_ || !committed_.empty();
       };
       mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
       if (stopping_) break;
@@ -307,6 +316,7 @@ void Engine::Loop() {
       cancelled.swap(left_queue_);
     }
     for (Request& r : cancelled) RetireUnstarted(r);
+    DeliverCommitted();
     CollectSessions();
     Admit();
     if (!active_.empty()) Step();
@@ -326,7 +336,34 @@ void Engine::Loop() {
     Retire(a, a.generation->TakeResult());
   }
   active_.clear();
+  // Turns being written still get their OnDone (the journal always answers).
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return awaiting_commit_.empty() || !committed_.empty();
+      };
+      mu_.Await(absl::Condition(&answered));
+      if (awaiting_commit_.empty()) break;
+    }
+    DeliverCommitted();
+  }
   for (auto& session : sessions_->TakeAll()) cache_->Free(session->table);
+}
+
+void Engine::DeliverCommitted() {
+  std::vector<AwaitingCommit> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    for (uint64_t id : committed_) {
+      auto it = awaiting_commit_.find(id);
+      if (it == awaiting_commit_.end()) continue;
+      ready.push_back(std::move(it->second));
+      awaiting_commit_.erase(it);
+    }
+    committed_.clear();
+  }
+  for (AwaitingCommit& a : ready) a.sink->OnDone(std::move(a.result));
 }
 
 void Engine::RetireUnstarted(Request& r) {
@@ -336,8 +373,9 @@ void Engine::RetireUnstarted(Request& r) {
 }
 
 void Engine::Retire(Request& r, absl::StatusOr<GenerationResult> result) {
+  bool journaled = false;
   if (r.generation != nullptr) {
-    ReturnSession(r, result);
+    journaled = ReturnSession(r, result);
     r.generation.reset();  // frees its blocks before kv_free_ is read
   } else if (r.session != nullptr) {
     sessions_->Release(*r.session, r.id);
@@ -348,16 +386,28 @@ void Engine::Retire(Request& r, absl::StatusOr<GenerationResult> result) {
     absl::MutexLock lock(&mu_);
     running_.erase(r.id);
     SnapshotCache();
+    if (journaled) {
+      // The client hears of the turn once it is durable: a crash before then loses a turn the
+      // client saw fail, never one it saw end.
+      awaiting_commit_[r.id] = AwaitingCommit{std::move(r.sink), std::move(result)};
+      return;
+    }
   }
   r.sink->OnDone(std::move(result));
 }
 
-void Engine::ReturnSession(Request& a, const absl::StatusOr<GenerationResult>& result) {
-  if (a.session == nullptr) return;
+bool Engine::ReturnSession(Request& a, const absl::StatusOr<GenerationResult>& result) {
+  if (a.session == nullptr) return false;
   Session& s = *a.session;
   BlockTable kept = a.generation->ReleaseCache();
+  // Runs on the journal's thread, maybe before Retire records the request (it is delivered by
+  // this thread, after Retire, either way).
+  auto written = [this, id = a.id](const absl::Status&) {
+    absl::MutexLock lock(&mu_);
+    committed_.push_back(id);
+  };
   const SessionStore::TurnEnd end =
-      sessions_->EndTurn(s, a.id, a.prompt, a.shared_prefix, result, a.attachment);
+      sessions_->EndTurn(s, a.id, a.prompt, a.shared_prefix, result, a.attachment, written);
   // `kept` holds the K/V of a prefix of the prompt and answer: the whole conversation once the
   // generation's catch-up ran, else less (cancelled, no room), which the next turn recomputes.
   if (kept.num_tokens > end.valid_tokens) cache_->Truncate(kept, end.valid_tokens);
@@ -368,6 +418,7 @@ void Engine::ReturnSession(Request& a, const absl::StatusOr<GenerationResult>& r
   } else {
     s.table = std::move(kept);
   }
+  return end.journaled;
 }
 
 void Engine::CollectSessions() {

@@ -23,6 +23,7 @@
 #include "engine/model/model.h"
 #include "engine/scheduler/draft_model.h"
 #include "engine/scheduler/row_cost_model.h"
+#include "engine/scheduler/session_journal.h"
 #include "engine/scheduler/session_store.h"
 
 namespace textgen {
@@ -96,6 +97,10 @@ struct EngineOptions {
   int max_sessions = 1024;
   // A session unused this long is deleted (its blocks freed).
   absl::Duration session_ttl = absl::Minutes(10);
+  // Where sessions outlive the process (null: memory only). Create restores the sessions it
+  // holds (their KV recomputed on their next turn); a turn that ends with an answer is written
+  // before its sink's OnDone, which waits for the write (the decode loop does not).
+  std::shared_ptr<SessionJournal> session_journal;
   // Automatic prefix caching: full KV blocks stay published under their token prefix (until
   // the pool needs them, least recently used first), and a request whose prompt starts with a
   // published chain shares those blocks instead of prefilling them again. Off: every prompt is
@@ -305,8 +310,11 @@ class Engine {
   void Retire(Request& r, absl::StatusOr<GenerationResult> result);
   // Retire for a request that left the queue without starting: cancelled, or its refusal.
   void RetireUnstarted(Request& r);
-  // Hands a finished request's conversation and KV cache back to its session.
-  void ReturnSession(Request& a, const absl::StatusOr<GenerationResult>& result);
+  // Hands a finished request's conversation and KV cache back to its session. True if its turn
+  // went to the journal: its OnDone then waits for the write (DeliverCommitted).
+  bool ReturnSession(Request& a, const absl::StatusOr<GenerationResult>& result);
+  // Scheduler thread: the OnDone of requests whose turn the journal has written (or failed to).
+  void DeliverCommitted();
   // Scheduler thread: frees blocks of deleted and expired sessions.
   void CollectSessions();
   // Scheduler thread: frees the least recently used idle session's blocks (its tokens stay and
@@ -337,6 +345,13 @@ class Engine {
   int64_t prefix_lookups_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t prefix_lookup_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t prefix_hit_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  // Finished requests whose turn the journal is writing: their OnDone waits for it.
+  struct AwaitingCommit {
+    std::shared_ptr<GenerationSink> sink;
+    absl::StatusOr<GenerationResult> result;
+  };
+  absl::flat_hash_map<uint64_t, AwaitingCommit> awaiting_commit_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> committed_ ABSL_GUARDED_BY(mu_);  // written: deliver their OnDone
 
   // Scheduler thread only.
   std::vector<Request> active_;

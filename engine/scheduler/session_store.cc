@@ -1,10 +1,12 @@
 #include "engine/scheduler/session_store.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 
 namespace textgen {
 namespace {
@@ -36,6 +38,44 @@ absl::Status Changed(const std::string& id) {
 
 }  // namespace
 
+SessionRecord SessionStore::RecordOf(const Session& s) const {
+  return SessionRecord{s.id,      s.owner,   s.tokens,    s.attachment,
+                       s.version, s.created, s.last_used, ttl_};
+}
+
+SessionStore::RestoreCounts SessionStore::Restore(std::vector<SessionRecord> records, int n_vocab,
+                                                  absl::Time now) {
+  RestoreCounts counts;
+  // Most recently used first: those beyond max_sessions are the ones to drop.
+  std::sort(records.begin(), records.end(), [](const SessionRecord& a, const SessionRecord& b) {
+    return a.last_used > b.last_used;
+  });
+  absl::MutexLock lock(&mu_);
+  for (SessionRecord& r : records) {
+    auto in_vocab = [n_vocab](int32_t t) { return t >= 0 && t < n_vocab; };
+    const bool valid = IsSessionId(r.id) && !sessions_.contains(r.id) &&
+                       std::all_of(r.tokens.begin(), r.tokens.end(), in_vocab);
+    const bool expired = now - r.last_used > ttl_;
+    if (!valid || expired || static_cast<int>(sessions_.size()) >= max_sessions_) {
+      ++(expired && valid ? counts.expired : counts.dropped);
+      if (journal_ != nullptr) journal_->Remove(r.id, nullptr);
+      continue;
+    }
+    auto session = std::make_shared<Session>();
+    session->id = std::move(r.id);
+    session->owner = std::move(r.owner);
+    session->tokens = std::move(r.tokens);
+    session->attachment = std::move(r.attachment);
+    session->version = r.version;
+    session->created = r.created;
+    session->last_used = r.last_used;
+    std::string id = session->id;
+    sessions_[id] = std::move(session);
+    ++counts.restored;
+  }
+  return counts;
+}
+
 std::shared_ptr<Session> SessionStore::Find(const std::string& id, const std::string& owner) const {
   auto it = sessions_.find(id);
   if (it == sessions_.end() || it->second->owner != owner) return nullptr;
@@ -48,32 +88,51 @@ absl::StatusOr<std::string> SessionStore::Create(const std::string& requested_id
     return absl::InvalidArgumentError(
         "session_id must be 32 lowercase hex characters (128 random bits)");
   }
-  absl::MutexLock lock(&mu_);
-  if (static_cast<int>(sessions_.size()) >= max_sessions_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("session limit reached (", max_sessions_, ")"));
+  auto written = std::make_shared<absl::Notification>();
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    if (static_cast<int>(sessions_.size()) >= max_sessions_) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("session limit reached (", max_sessions_, ")"));
+    }
+    id = requested_id.empty() ? RandomSessionId() : requested_id;
+    // Any owner's: ids are unique across principals (one that is taken says so only to a client
+    // that already knows it).
+    if (sessions_.contains(id)) {
+      return absl::AlreadyExistsError(absl::StrCat("session ", id, " already exists"));
+    }
+    auto session = std::make_shared<Session>();
+    session->id = id;
+    session->owner = owner;
+    session->created = session->last_used = absl::Now();
+    if (journal_ != nullptr) {
+      journal_->Put(RecordOf(*session), [written](const absl::Status&) { written->Notify(); });
+    }
+    sessions_[id] = std::move(session);
+    if (journal_ == nullptr) return id;
   }
-  std::string id = requested_id.empty() ? RandomSessionId() : requested_id;
-  // Any owner's: ids are unique across principals (one that is taken says so only to a client
-  // that already knows it).
-  if (sessions_.contains(id)) {
-    return absl::AlreadyExistsError(absl::StrCat("session ", id, " already exists"));
-  }
-  auto session = std::make_shared<Session>();
-  session->id = id;
-  session->owner = owner;
-  session->last_used = absl::Now();
-  sessions_[id] = std::move(session);
+  // Outside the lock: a disk write. A session the client was given survives a crash (a failed
+  // write is the journal's to report: it keeps it in memory).
+  written->WaitForNotification();
   return id;
 }
 
 absl::Status SessionStore::Delete(const std::string& id, const std::string& owner) {
-  absl::MutexLock lock(&mu_);
-  std::shared_ptr<Session> s = Find(id, owner);
-  if (s == nullptr) return absl::NotFoundError(absl::StrCat("unknown session ", id));
-  s->deleted = true;
-  sessions_.erase(id);
-  deleted_.push_back(std::move(s));
+  auto removed = std::make_shared<absl::Notification>();
+  {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<Session> s = Find(id, owner);
+    if (s == nullptr) return absl::NotFoundError(absl::StrCat("unknown session ", id));
+    s->deleted = true;
+    sessions_.erase(id);
+    deleted_.push_back(std::move(s));
+    if (journal_ == nullptr) return absl::OkStatus();
+    journal_->Remove(id, [removed](const absl::Status&) { removed->Notify(); });
+  }
+  // Outside the lock: a disk write. A failed one is the journal's to report (degraded); the
+  // session is gone from this process either way.
+  removed->WaitForNotification();
   return absl::OkStatus();
 }
 
@@ -131,14 +190,16 @@ void SessionStore::Release(Session& s, uint64_t request) {
 SessionStore::TurnEnd SessionStore::EndTurn(
     Session& s, uint64_t request, const std::vector<int32_t>& prompt, int shared_prefix,
     const absl::StatusOr<GenerationResult>& result,
-    const std::function<std::string(const GenerationResult&)>& attachment) {
+    const std::function<std::string(const GenerationResult&)>& attachment,
+    SessionJournal::Done durable) {
   absl::MutexLock lock(&mu_);
   TurnEnd end;
   // A cancelled turn changes nothing: its cancel already freed the session for the next turn,
   // which was built on the conversation as it was.
   const bool answered = result.ok() && !result->hypotheses.empty() &&
                         result->finish_reason != FinishReason::kCancelled;
-  if (s.holder == request && answered) {
+  const bool committed = s.holder == request && answered;
+  if (committed) {
     // The conversation now holds the prompt and the best answer.
     s.tokens = prompt;
     const auto& ids = result->hypotheses[0].ids;
@@ -153,6 +214,11 @@ SessionStore::TurnEnd SessionStore::EndTurn(
   if (s.holder == request) s.holder = 0;
   s.last_used = absl::Now();
   end.deleted = s.deleted;
+  // Under the lock: a Delete after this point queues its removal after this record.
+  if (committed && !s.deleted && journal_ != nullptr) {
+    journal_->Put(RecordOf(s), std::move(durable));
+    end.journaled = true;
+  }
   return end;
 }
 
@@ -165,6 +231,7 @@ std::vector<std::shared_ptr<Session>> SessionStore::TakeGone(absl::Time now) {
     Session& s = *current->second;
     if (s.holder == 0 && now - s.last_used > ttl_) {
       s.deleted = true;
+      if (journal_ != nullptr) journal_->Remove(s.id, nullptr);
       gone.push_back(std::move(current->second));
       sessions_.erase(current);
     }

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "engine/decoding/generation.h"
 #include "engine/kv_cache/block_table.h"
+#include "engine/scheduler/session_journal.h"
 
 namespace textgen {
 
@@ -39,6 +40,7 @@ struct Session {
   // The request taking this session's current turn (0: none). A cancel gives it up at once.
   uint64_t holder = 0;
   bool deleted = false;
+  absl::Time created;
   absl::Time last_used;
   // The K/V of tokens[0, table.num_tokens).
   BlockTable table;
@@ -47,18 +49,34 @@ struct Session {
   bool lent = false;
 };
 
-// Thread-safe.
+// Thread-safe. With a journal, every change that must outlive the process is handed to it under
+// the store's lock, so that the journal sees them in the order they happened: a creation, a
+// committed turn (EndTurn), a deletion and an expiry.
 class SessionStore {
  public:
-  SessionStore(int max_sessions, absl::Duration ttl) : max_sessions_(max_sessions), ttl_(ttl) {}
+  // `journal` may be null (memory only); it must outlive the store.
+  SessionStore(int max_sessions, absl::Duration ttl, SessionJournal* journal = nullptr)
+      : max_sessions_(max_sessions), ttl_(ttl), journal_(journal) {}
+
+  // At start, before any other call: the sessions a journal kept. Those unused for the TTL, with
+  // a malformed id or a token outside [0, n_vocab) (a store written for another model) are
+  // removed from the journal; beyond max_sessions the least recently used are.
+  struct RestoreCounts {
+    int restored = 0;
+    int expired = 0;
+    int dropped = 0;  // malformed, another model's, or beyond max_sessions
+  };
+  RestoreCounts Restore(std::vector<SessionRecord> records, int n_vocab, absl::Time now);
 
   // `requested_id` empty: a fresh unguessable id (128 random bits as 32 lowercase hex
   // characters). Otherwise that id, which must have the same form (InvalidArgument) and be
   // unused (AlreadyExists). ResourceExhausted at max_sessions. The session answers only to
   // `owner` below: for anyone else it is NotFound, the same as an unknown id, so ids cannot be
-  // probed.
+  // probed. With a journal it returns once the new session is durable (or the journal failed).
   absl::StatusOr<std::string> Create(const std::string& requested_id, const std::string& owner);
-  // Removes the session; the scheduler frees its blocks (TakeGone). NotFound if unknown.
+  // Removes the session; the scheduler frees its blocks (TakeGone). NotFound if unknown. With a
+  // journal it returns once the removal is durable (or the journal failed and said so): a
+  // deletion the client saw must not come back after a crash.
   absl::Status Delete(const std::string& id, const std::string& owner);
   // A copy. NotFound if unknown or expired.
   absl::StatusOr<SessionAttachment> GetAttachment(const std::string& id,
@@ -81,16 +99,20 @@ class SessionStore {
   void Release(Session& s, uint64_t request);
 
   struct TurnEnd {
-    int valid_tokens = 0;  // leading conversation tokens a table kept by the turn may hold
-    bool deleted = false;  // the session is gone: the caller frees the table
+    int valid_tokens = 0;    // leading conversation tokens a table kept by the turn may hold
+    bool deleted = false;    // the session is gone: the caller frees the table
+    bool journaled = false;  // the turn went to the journal: `durable` will run
   };
   // The end of `request`'s turn over `prompt` (the whole conversation it ran). If it still holds
   // the session and `result` is an answer (not cancelled), the conversation becomes the prompt
   // and the best hypothesis, the version grows and `attachment` (if set) replaces the
-  // attachment; otherwise the conversation stays as it was. Releases the session.
+  // attachment, and (with a journal) the new record is written: `durable` runs once it is
+  // durable or failed to be. Otherwise the conversation stays as it was and `durable` is
+  // dropped. Releases the session.
   TurnEnd EndTurn(Session& s, uint64_t request, const std::vector<int32_t>& prompt,
                   int shared_prefix, const absl::StatusOr<GenerationResult>& result,
-                  const std::function<std::string(const GenerationResult&)>& attachment);
+                  const std::function<std::string(const GenerationResult&)>& attachment,
+                  SessionJournal::Done durable = nullptr);
 
   // Sessions deleted, or unused for the TTL, since the last call (the caller frees their
   // tables).
@@ -110,9 +132,12 @@ class SessionStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status CheckFree(const Session& s, std::optional<uint64_t> version) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // What the journal keeps of `s`.
+  SessionRecord RecordOf(const Session& s) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const int max_sessions_;
   const absl::Duration ttl_;
+  SessionJournal* const journal_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   // Deleted sessions whose blocks the scheduler has yet to free.
