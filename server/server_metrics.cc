@@ -95,6 +95,19 @@ ServerMetrics::ServerMetrics() {
                        "1 while --state-dir cannot be written (unwritable, full disk): sessions "
                        "are then kept in memory only and lost on restart; 0 otherwise."))
            ->GaugeAt();
+  vllm_waiting_family_ = Must(r.AddGauge(
+      "vllm:num_requests_waiting", "Requests waiting for admission (textgen_queue_depth).",
+      {"model_name"}));
+  vllm_running_family_ =
+      Must(r.AddGauge("vllm:num_requests_running",
+                      "Requests being decoded (textgen_active_requests).", {"model_name"}));
+  vllm_kv_usage_family_ = Must(r.AddGauge(
+      "vllm:kv_cache_usage_perc",
+      "Fraction (0..1) of the KV cache pool's blocks in use; prefix-cached blocks count as free.",
+      {"model_name"}));
+  vllm_cache_config_ =
+      Must(r.AddGauge("vllm:cache_config_info", "The KV cache's configuration (value 1).",
+                      {"block_size", "num_gpu_blocks", "cache_dtype", "enable_prefix_caching"}));
   auto counter = [&r](const char* name, const char* help) {
     return &Must(r.AddCounter(name, help))->CounterAt();
   };
@@ -136,6 +149,19 @@ void ServerMetrics::SetStateStoreSource(std::function<bool()> degraded) {
   state_degraded_source_ = std::move(degraded);
 }
 
+void ServerMetrics::SetRouterInfo(const std::string& model_name, int block_size, int num_blocks,
+                                  std::string_view cache_dtype, bool prefix_caching) {
+  // vLLM's spelling of the labels' values ("True" / "False" from Python).
+  vllm_cache_config_
+      ->GaugeAt({std::to_string(block_size), std::to_string(num_blocks), std::string(cache_dtype),
+                 prefix_caching ? "True" : "False"})
+      .Set(1);
+  absl::MutexLock lock(&source_mu_);
+  vllm_waiting_ = &vllm_waiting_family_->GaugeAt({model_name});
+  vllm_running_ = &vllm_running_family_->GaugeAt({model_name});
+  vllm_kv_usage_ = &vllm_kv_usage_family_->GaugeAt({model_name});
+}
+
 void ServerMetrics::Collect() {
   // Held throughout: two scrapes at once must not both add the same counter difference.
   absl::MutexLock lock(&source_mu_);
@@ -151,6 +177,14 @@ void ServerMetrics::Collect() {
   kv_free_->Set(s.kv_blocks_free);
   kv_cached_->Set(s.kv_blocks_cached);
   kv_resident_->Set(static_cast<double>(s.kv_pool_resident_bytes));
+  if (vllm_waiting_ != nullptr) {
+    vllm_waiting_->Set(s.queued);
+    vllm_running_->Set(s.active);
+    vllm_kv_usage_->Set(s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_total -
+                                                                    s.kv_blocks_free) /
+                                                    s.kv_blocks_total
+                                              : 0.0);
+  }
   // The engine's totals only grow; a counter takes the difference (0 once the engine is gone).
   auto catch_up = [](Counter* c, int64_t total) {
     c->Increment(static_cast<double>(total) - c->value());

@@ -32,6 +32,14 @@ class ServerMetrics {
   void SetStatsSource(std::function<std::optional<EngineStats>()> source);
   // textgen_state_store_degraded: read at every scrape (unset: 0).
   void SetStateStoreSource(std::function<bool()> degraded);
+  // What routers in front of a fleet read to pick a replica (the Kubernetes Gateway API
+  // Inference Extension's endpoint picker, vLLM's production-stack router), under vLLM's
+  // names beside ours, once the model is loaded: vllm:num_requests_waiting and
+  // vllm:num_requests_running (our queue and admitted requests), vllm:kv_cache_usage_perc (a
+  // fraction, 0..1, of the KV pool's blocks in use; prefix-cached blocks count as free, as
+  // vLLM's do), and vllm:cache_config_info (value 1, the pool's shape in its labels).
+  void SetRouterInfo(const std::string& model_name, int block_size, int num_blocks,
+                     std::string_view cache_dtype, bool prefix_caching);
 
   // The text exposition of everything above.
   std::string Render() const { return registry_.Render(); }
@@ -59,6 +67,14 @@ class ServerMetrics {
   Gauge* kv_cached_ = nullptr;
   Gauge* kv_resident_ = nullptr;
   Gauge* state_degraded_ = nullptr;
+  // vLLM's names (SetRouterInfo): families at start, the model's series once it is known.
+  MetricsRegistry::Family* vllm_waiting_family_ = nullptr;
+  MetricsRegistry::Family* vllm_running_family_ = nullptr;
+  MetricsRegistry::Family* vllm_kv_usage_family_ = nullptr;
+  MetricsRegistry::Family* vllm_cache_config_ = nullptr;
+  Gauge* vllm_waiting_ ABSL_GUARDED_BY(source_mu_) = nullptr;
+  Gauge* vllm_running_ ABSL_GUARDED_BY(source_mu_) = nullptr;
+  Gauge* vllm_kv_usage_ ABSL_GUARDED_BY(source_mu_) = nullptr;
   // Engine counters, brought up to the engine's totals at each scrape.
   Counter* prefix_lookups_ = nullptr;
   Counter* prefix_lookup_tokens_ = nullptr;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -90,11 +92,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcCredentials(const T
 // handler per server: each request's path picks the API that checks its key and shapes its
 // errors.
 void AddHttpApis(httplib::Server& http, openai::OpenAiApi* openai,
-                 anthropic::AnthropicApi* anthropic) {
+                 anthropic::AnthropicApi* anthropic, std::function<Readiness()> readiness) {
   openai->AddRoutes(http);
   anthropic->AddRoutes(http);
+  AddProbeRoutes(http, std::move(readiness));
   http.set_pre_routing_handler(
       [openai, anthropic](const httplib::Request& req, httplib::Response& res) {
+        if (IsProbeRoute(req.path)) return httplib::Server::HandlerResponse::Unhandled;
         const bool refused = anthropic::AnthropicApi::Serves(req.path)
                                  ? anthropic->RefuseUnauthenticated(req, res)
                                  : openai->RefuseUnauthenticated(req, res);
@@ -173,8 +177,12 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
     http.tls = options.tls;
     absl::StatusOr<std::unique_ptr<HttpListener>> listener =
         HttpListener::Start(options.http_listen, "the HTTP API (--http-listen)", http,
-                            [openai = s->api_.get(), anthropic = s->anthropic_.get()](
-                                httplib::Server& h) { AddHttpApis(h, openai, anthropic); });
+                            [openai = s->api_.get(), anthropic = s->anthropic_.get(),
+                             server = s.get()](httplib::Server& h) {
+                              AddHttpApis(h, openai, anthropic, [server] {
+                                return server->readiness();
+                              });
+                            });
     if (!listener.ok()) {
       if (s->metrics_http_ != nullptr) s->metrics_http_->Stop();
       return listener.status();
@@ -231,8 +239,12 @@ absl::Status TextgenServer::Load() {
       DTypeName(c.weight_type),
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
           .count());
-  metrics_.SetModel(std::filesystem::path(options_.engine.model_path).filename().string(), c.name);
+  const std::string served = std::filesystem::path(options_.engine.model_path).filename().string();
+  metrics_.SetModel(served, c.name);
   const EngineStats stats = engine->Stats();
+  // Routers match the model name that clients send: the API's model id.
+  metrics_.SetRouterInfo(ModelId(options_.engine.model_path), options_.engine.kv_block_size, stats.kv_blocks_total,
+                         KvTypeName(engine->kv_type()), options_.engine.prefix_cache);
   spdlog::info("serving {} on {} (port {}); KV cache {} blocks of {} tokens ({})", kServiceName,
                options_.listen, port_, stats.kv_blocks_total, options_.engine.kv_block_size,
                KvTypeName(engine->kv_type()));
@@ -283,7 +295,25 @@ absl::Status TextgenServer::SetUpChat(Engine& engine) {
   return absl::OkStatus();
 }
 
+Readiness TextgenServer::readiness() const {
+  Readiness r;
+  switch (state_.load()) {
+    case State::kLoading:
+      r.status = "loading";
+      break;
+    case State::kServing:
+      r.status = "ready";
+      break;
+    case State::kDraining:
+      r.status = "draining";
+      break;
+  }
+  r.state_store = journal_ == nullptr ? "off" : journal_->degraded() ? "degraded" : "ok";
+  return r;
+}
+
 void TextgenServer::SetState(State state) {
+  state_ = state;
   const bool serving = state == State::kServing;
   metrics_.SetServing(serving);
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();

@@ -10,6 +10,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,7 @@
 #include "server/metrics_http_server.h"
 #include "server/openai/openai_api.h"
 #include "server/pipeline/prompt_preparer.h"
+#include "server/probe_routes.h"
 #include "server/server_metrics.h"
 #include "server/server_options.h"
 #include "server/text_generation_service.h"
@@ -62,6 +64,8 @@ class TextgenServer {
   // (unwritable, full disk); they are then kept in memory only. False without --state-dir.
   // Thread-safe (for a readiness probe).
   bool state_store_degraded() const { return journal_ != nullptr && journal_->degraded(); }
+  // What GET /ready answers (probe_routes.h). Thread-safe.
+  Readiness readiness() const;
 
  private:
   enum class State { kLoading, kServing, kDraining };
@@ -93,6 +97,7 @@ class TextgenServer {
   std::unique_ptr<Engine> loaded_engine_;  // from Load to Serve
   int port_ = 0;
   bool shut_down_ = false;
+  std::atomic<State> state_{State::kLoading};  // SetState's, for readiness()
 };
 
 }  // namespace textgen::server

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "tests/server/openai_test_util.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/metrics_scrape.h"
 
@@ -332,14 +333,20 @@ TEST_CASE("an unwritable state directory serves sessions from memory, degraded",
   const std::string file = ScratchDir() + "/file";
   WriteFile(file, "x");
   const int metrics_port = PickFreePort();
+  const int http_port = PickFreePort();
   ServerProcessOptions o;
   o.extra_args = {"--kv-cache-mib",   "16",
                   "--state-dir",      file + "/state",
-                  "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port)};
+                  "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port),
+                  "--http-listen",    "127.0.0.1:" + std::to_string(http_port)};
   ServerProcess server(o);
   CHECK_THAT(server.Log(),
              Catch::Contains("warning") && Catch::Contains("sessions are kept in memory only"));
   CHECK(ScrapeMetrics(metrics_port).Get("textgen_state_store_degraded") == 1);
+  // Still ready (it serves), and /ready says the store is degraded.
+  const HttpReply ready = Get(http_port, "/ready");
+  CHECK(ready.status == 200);
+  CHECK(ready.json["state_store"] == "degraded");
   // Sessions work (in memory).
   auto stub = NewStub(server);
   grpc::ClientContext ctx;
@@ -359,8 +366,12 @@ TEST_CASE("an unwritable state directory serves sessions from memory, degraded",
                   "--metrics-listen", "127.0.0.1:" + std::to_string(port2)};
   o.extra_args.push_back("--state-sync");
   o.extra_args.push_back("normal");
+  const int http2 = PickFreePort();
+  o.extra_args.push_back("--http-listen");
+  o.extra_args.push_back("127.0.0.1:" + std::to_string(http2));
   ServerProcess fine(o);
   CHECK(ScrapeMetrics(port2).Get("textgen_state_store_degraded") == 0);
+  CHECK(Get(http2, "/ready").json["state_store"] == "ok");
   CHECK_THAT(fine.Log(), Catch::Contains("sessions.sqlite3 (synchronous=normal)"));
 }
 
