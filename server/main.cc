@@ -202,6 +202,13 @@ void AddLimitFlags(cli::FlagSet& f, ServerOptions& o) {
         "commit the KV cache pool's memory at start instead of page by\npage as blocks are first "
         "used; auto (default): on with the\nprefix cache (which fills the whole pool in time "
         "anyway), off\nwithout it");
+  f.Add("--state-dir", &e.state_dir, cli::NonEmpty(), "DIR",
+        "directory for state kept across restarts (the KV disk tier's\nfiles in DIR/kv); "
+        "default: none");
+  f.Add("--kv-disk-gib", &e.kv_disk_gib, cli::Number(0, 1 << 20), "N",
+        "KV disk tier: cached KV blocks that leave memory are written\nto DIR/kv of "
+        "--state-dir, up to N GiB (least recently\nused file first out), and read back instead "
+        "of recomputed;\nneeds --state-dir and the prefix cache (default 0: off)");
   f.Add("--max-sessions", &e.max_sessions, cli::Int<int>(0, kIntMax), "N",
         "conversations kept at once (default 1024)");
   f.Add("--session-ttl", &e.session_ttl, cli::Seconds(0), "SECONDS",
