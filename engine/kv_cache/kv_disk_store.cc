@@ -180,7 +180,7 @@ std::string KvDiskStore::PathOf(uint64_t key) const {
 
 bool KvDiskStore::Contains(uint64_t key) const {
   absl::MutexLock lock(&mu_);
-  return files_.contains(key) || queued_.contains(key);
+  return files_.contains(key) || pending_.contains(key);
 }
 
 void KvDiskStore::Touch(uint64_t key) {
@@ -197,19 +197,20 @@ bool KvDiskStore::Enqueue(uint64_t key, absl::Span<const int32_t> chain, const s
       Touch(key);
       return false;
     }
-    if (queued_.contains(key)) return false;
+    if (pending_.contains(key)) return false;
     if (!wait && pending_bytes_ + payload_bytes_ > options_.max_pending_bytes) {
       ++stats_.blocks_dropped;
       return false;
     }
-    queued_.insert(key);
     pending_bytes_ += payload_bytes_;  // reserved before the copy, so the bound holds
   }
-  Job job;
-  job.key = key;
-  job.chain.assign(chain.begin(), chain.end());
-  job.payload.assign(payload, payload + payload_bytes_);
+  // The copy outside the lock: Read and the writer go on meanwhile.
+  auto job = std::make_shared<Job>();
+  job->key = key;
+  job->chain.assign(chain.begin(), chain.end());
+  job->payload.assign(payload, payload + payload_bytes_);
   absl::MutexLock lock(&mu_);
+  pending_[key] = job;
   if (wait) {
     // Room for this one beside the others (it is counted already): at most one block over.
     auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -271,7 +272,7 @@ absl::Status KvDiskStore::WriteFile(const Job& job, int64_t* bytes) const {
 
 void KvDiskStore::WriterLoop() {
   while (true) {
-    Job job;
+    std::shared_ptr<const Job> job;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]()
@@ -283,10 +284,10 @@ void KvDiskStore::WriterLoop() {
       writing_ = true;
     }
     int64_t bytes = 0;
-    absl::Status st = WriteFile(job, &bytes);
+    absl::Status st = WriteFile(*job, &bytes);
     absl::MutexLock lock(&mu_);
     writing_ = false;
-    queued_.erase(job.key);
+    pending_.erase(job->key);
     pending_bytes_ -= payload_bytes_;
     if (!st.ok()) {
       ++stats_.blocks_dropped;
@@ -298,17 +299,17 @@ void KvDiskStore::WriterLoop() {
       }
       continue;
     }
-    auto it = files_.find(job.key);
+    auto it = files_.find(job->key);
     if (it != files_.end()) {  // rewritten in place by rename: replace its entry
       stats_.bytes_on_disk -= it->second.bytes;
       lru_.erase(it->second.lru);
       files_.erase(it);
     }
-    lru_.push_back(job.key);
-    files_[job.key] = FileEntry{bytes, std::prev(lru_.end())};
+    lru_.push_back(job->key);
+    files_[job->key] = FileEntry{bytes, std::prev(lru_.end())};
     stats_.bytes_on_disk += bytes;
     ++stats_.blocks_written;
-    TrimLocked(job.key);
+    TrimLocked(job->key);
     stats_.files = static_cast<int64_t>(files_.size());
   }
 }
@@ -340,6 +341,16 @@ absl::Status KvDiskStore::Read(uint64_t key, absl::Span<const int32_t> chain, st
   const std::string path = PathOf(key);
   {
     absl::MutexLock lock(&mu_);
+    auto queued = pending_.find(key);
+    if (queued != pending_.end()) {
+      const Job& job = *queued->second;
+      if (!std::equal(job.chain.begin(), job.chain.end(), chain.begin(), chain.end())) {
+        return absl::NotFoundError("another chain's KV block (hash collision)");
+      }
+      std::memcpy(dst, job.payload.data(), payload_bytes_);
+      ++stats_.blocks_read;
+      return absl::OkStatus();
+    }
     if (!files_.contains(key)) return absl::NotFoundError("no KV block file");
   }
   auto reject = [&](const std::string& why) {

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -92,9 +91,9 @@ class KvDiskStore {
   // full (counted as dropped). With `wait` the call blocks until there is room (shutdown).
   bool Enqueue(uint64_t key, absl::Span<const int32_t> chain, const std::byte* payload,
                bool wait = false);
-  // Reads the block named `key` whose chain is `chain` into `dst` (payload_bytes()). NotFound if
-  // no file (or another chain's); DataLoss if the file was rejected (and deleted). `dst` holds
-  // garbage on failure.
+  // Reads the block named `key` whose chain is `chain` into `dst` (payload_bytes()), from its
+  // queued copy if it is not written yet. NotFound if none (or another chain's); DataLoss if the
+  // file was rejected (and deleted). `dst` holds garbage on failure.
   absl::Status Read(uint64_t key, absl::Span<const int32_t> chain, std::byte* dst);
   // Blocks until every queued block is written (or dropped).
   void Flush();
@@ -131,8 +130,10 @@ class KvDiskStore {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, FileEntry> files_ ABSL_GUARDED_BY(mu_);
   std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<uint64_t> queued_ ABSL_GUARDED_BY(mu_);
-  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  // Queued (and the one being written), by key: Read serves a block from here before its file
+  // exists, so that a block evicted just now and needed again is not recomputed.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const Job>> pending_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<const Job>> jobs_ ABSL_GUARDED_BY(mu_);
   size_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;  // the writer holds a job outside jobs_
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

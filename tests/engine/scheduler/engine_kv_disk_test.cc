@@ -175,6 +175,10 @@ TEST_CASE("an evicted idle session's blocks go to disk and serve its next turn",
   EngineStats off_stats, on_stats;
   const GenerationResult want = run_turns("", &off_stats);
   const GenerationResult got = run_turns(FreshDir("session"), &on_stats);
+  INFO("written " << on_stats.kv_disk_blocks_written << " dropped "
+                  << on_stats.kv_disk_blocks_dropped << " files " << on_stats.kv_disk_files
+                  << " evictions " << on_stats.prefix_cache_evictions << " off evictions "
+                  << off_stats.prefix_cache_evictions);
   CHECK(on_stats.kv_disk_blocks_written >= 12);
   CHECK(on_stats.kv_disk_blocks_read >= 12);
   CHECK(on_stats.kv_disk_blocks_rejected == 0);
@@ -188,6 +192,7 @@ TEST_CASE("the disk tier is off without a state directory or a size, and says wh
   CHECK_FALSE(none->Stats().kv_disk_enabled);
   // A state directory that cannot be created: the engine runs without the tier.
   const std::string file = FreshDir("not_a_dir");
+  fs::create_directories(fs::path(file).parent_path());
   testing::WriteFile(file, "x");
   auto blocked = MakeEngine(file);
   CHECK_FALSE(blocked->Stats().kv_disk_enabled);
