@@ -279,9 +279,20 @@ bool KvCache::Spill(int32_t block, bool wait) {
 int KvCache::SpillIdleToDisk() {
   const PrefixIndex* index = pool_->prefix_index();
   if (disk_ == nullptr || index == nullptr) return 0;
+  // Oldest first, so that the newest end up the most recently used on disk; but only as many
+  // of the newest as the cap can hold (older ones would be written only to be deleted).
+  int idle = 0;
+  for (int32_t b = index->Oldest(); b >= 0; b = index->NewerIdle(b)) idle += !index->leaf(b);
+  const int64_t fit = disk_->max_bytes() / static_cast<int64_t>(pool_->payload_bytes());
+  int64_t skip = std::max<int64_t>(0, idle - fit);
   int queued = 0;
   for (int32_t b = index->Oldest(); b >= 0; b = index->NewerIdle(b)) {
-    if (!index->leaf(b) && Spill(b, /*wait=*/true)) ++queued;
+    if (index->leaf(b)) continue;
+    if (skip > 0) {
+      --skip;
+      continue;
+    }
+    if (Spill(b, /*wait=*/true)) ++queued;
   }
   return queued;
 }

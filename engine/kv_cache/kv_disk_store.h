@@ -99,6 +99,7 @@ class KvDiskStore {
   void Flush();
   KvDiskStats stats() const;
   const std::string& dir() const { return options_.dir; }
+  int64_t max_bytes() const { return options_.max_bytes; }
 
  private:
   struct Job {
