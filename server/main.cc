@@ -208,6 +208,10 @@ void AddLimitFlags(cli::FlagSet& f, ServerOptions& o) {
         "commit the KV cache pool's memory at start instead of page by\npage as blocks are first "
         "used; auto (default): on with the\nprefix cache (which fills the whole pool in time "
         "anyway), off\nwithout it");
+  f.Add("--kv-disk-gib", &e.kv_disk_gib, cli::Number(0, 1 << 20), "N",
+        "KV disk tier: cached KV blocks that leave memory are written\nto DIR/kv of "
+        "--state-dir, up to N GiB (least recently\nused file first out), and read back instead "
+        "of recomputed;\nneeds --state-dir and the prefix cache (default 0: off)");
   f.Add("--max-sessions", &e.max_sessions, cli::Int<int>(0, kIntMax), "N",
         "conversations kept at once (default 1024)");
   f.Add("--session-ttl", &e.session_ttl, cli::Seconds(0), "SECONDS",
@@ -217,7 +221,8 @@ void AddLimitFlags(cli::FlagSet& f, ServerOptions& o) {
         "restarts and crashes: a turn is written before\nits last message is sent, and a "
         "restarted server continues\nevery session from its last such turn (default: memory "
         "only).\nOne server per directory (DIR/sessions.lock). Unwritable or\nfull: sessions "
-        "stay in memory, with a warning and\ntextgen_state_store_degraded 1");
+        "stay in memory, with a warning and\ntextgen_state_store_degraded 1. The KV disk tier "
+        "(--kv-disk-gib)\nkeeps its files in DIR/kv");
   f.AddWith<std::string>(
       "--state-sync", cli::OneOf({"full", "normal"}), "full|normal",
       "full (default): every turn is fsynced before its answer ends,\nso it survives a power "
@@ -269,6 +274,8 @@ Flags ParseFlags(int argc, char** argv) {
     f.Fail("--speculative draft-model needs --draft-model PATH");
   }
   if (o.state_reset && o.state_dir.empty()) f.Fail("--state-reset needs --state-dir DIR");
+  // One directory for sessions and the KV disk tier.
+  o.engine.state_dir = o.state_dir;
   if (!o.engine.draft_model_path.empty()) o.limits.asked_draft_source = DraftSource::kDraftModel;
   if (o.limits.default_max_new_tokens > o.limits.max_max_new_tokens) {
     f.Fail(absl::StrCat("--default-max-new-tokens (", o.limits.default_max_new_tokens,

@@ -120,6 +120,25 @@ ServerMetrics::ServerMetrics() {
               "Prompt tokens served from the prefix cache's blocks (not recomputed).");
   prefix_evictions_ = counter("textgen_prefix_cache_evictions_total",
                               "Cached KV blocks given up for new ones (least recently used).");
+  kv_disk_written_ = counter("textgen_kv_disk_blocks_written_total",
+                             "KV blocks written to the disk tier (--kv-disk-gib).");
+  kv_disk_read_ = counter("textgen_kv_disk_blocks_read_total",
+                          "KV blocks read back from the disk tier instead of recomputed.");
+  kv_disk_rejected_ =
+      counter("textgen_kv_disk_blocks_rejected_total",
+              "Disk tier files found torn, corrupted or of another model or layout: deleted, "
+              "their tokens recomputed.");
+  kv_disk_dropped_ = counter("textgen_kv_disk_blocks_dropped_total",
+                             "KV blocks not written to the disk tier: its write queue was full "
+                             "or a write failed.");
+  kv_disk_evicted_ = counter("textgen_kv_disk_blocks_evicted_total",
+                             "Disk tier files deleted to stay within --kv-disk-gib (least "
+                             "recently used first).");
+  kv_disk_bytes_ =
+      &Must(r.AddGauge("textgen_kv_disk_bytes", "Bytes of the KV disk tier's files."))->GaugeAt();
+  kv_disk_files_ =
+      &Must(r.AddGauge("textgen_kv_disk_files", "Files (KV blocks) in the KV disk tier."))
+           ->GaugeAt();
   r.AddCollector([this] { Collect(); });
 }
 
@@ -193,6 +212,13 @@ void ServerMetrics::Collect() {
   catch_up(prefix_lookup_tokens_, s.prefix_cache_lookup_tokens);
   catch_up(prefix_hit_tokens_, s.prefix_cache_hit_tokens);
   catch_up(prefix_evictions_, s.prefix_cache_evictions);
+  catch_up(kv_disk_written_, s.kv_disk_blocks_written);
+  catch_up(kv_disk_read_, s.kv_disk_blocks_read);
+  catch_up(kv_disk_rejected_, s.kv_disk_blocks_rejected);
+  catch_up(kv_disk_dropped_, s.kv_disk_blocks_dropped);
+  catch_up(kv_disk_evicted_, s.kv_disk_blocks_evicted);
+  kv_disk_bytes_->Set(static_cast<double>(s.kv_disk_bytes));
+  kv_disk_files_->Set(static_cast<double>(s.kv_disk_files));
 }
 
 }  // namespace textgen::server

@@ -80,6 +80,13 @@ class ServerMetrics {
   Counter* prefix_lookup_tokens_ = nullptr;
   Counter* prefix_hit_tokens_ = nullptr;
   Counter* prefix_evictions_ = nullptr;
+  Counter* kv_disk_written_ = nullptr;
+  Counter* kv_disk_read_ = nullptr;
+  Counter* kv_disk_rejected_ = nullptr;
+  Counter* kv_disk_dropped_ = nullptr;
+  Counter* kv_disk_evicted_ = nullptr;
+  Gauge* kv_disk_bytes_ = nullptr;
+  Gauge* kv_disk_files_ = nullptr;
 
   absl::Mutex source_mu_;
   std::function<std::optional<EngineStats>()> source_ ABSL_GUARDED_BY(source_mu_);

@@ -54,6 +54,7 @@ absl::StatusOr<int32_t> BlockPool::Allocate() {
     free_list_.pop_back();
   } else if (index_ != nullptr && index_->Oldest() >= 0) {
     block = index_->Oldest();
+    if (on_evict_ && !index_->leaf(block)) on_evict_(block);
     index_->Unpublish(block);
     ++evictions_;
   } else {

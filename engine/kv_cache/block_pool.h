@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -111,6 +112,16 @@ class BlockPool {
   absl::Status Prefault();
   // Idle blocks taken by Allocate so far.
   int64_t evictions() const { return evictions_; }
+  // Called by Allocate with an idle full (not leaf) block it is about to take, while the block
+  // still holds its K/V and its name (the KV disk tier copies it out). Null: none.
+  void SetEvictionHook(std::function<void(int32_t block)> hook) { on_evict_ = std::move(hook); }
+
+  // A block's bytes: payload_bytes() of them (its layers' tiles, without the padding).
+  std::byte* BlockData(int32_t block) { return Tile(block, 0, 0, 0); }
+  const std::byte* BlockData(int32_t block) const {
+    return const_cast<BlockPool*>(this)->Tile(block, 0, 0, 0);
+  }
+  size_t payload_bytes() const { return options_.ElementsPerBlock() * KvTypeBytes(options_.type); }
 
   // Blocks Allocate can hand out: free plus cached idle.
   int num_free() const {
@@ -143,6 +154,7 @@ class BlockPool {
   std::vector<int32_t> free_list_;  // LIFO stack: a just-freed block is reused first (warm)
   std::vector<int32_t> refcount_;   // [num_blocks]
   std::unique_ptr<PrefixIndex> index_;
+  std::function<void(int32_t)> on_evict_;
   int64_t evictions_ = 0;
 };
 

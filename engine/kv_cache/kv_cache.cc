@@ -205,6 +205,7 @@ BlockTable KvCache::MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks
     }
   }
   t.num_tokens = t.num_blocks() * pool_->block_size();
+  if (t.num_blocks() < max_blocks && disk_ != nullptr) ExtendFromDisk(t, tokens, max_blocks);
   if (t.num_blocks() < max_blocks && prefix_cache_enabled()) {
     CopyLeaf(t, tokens.subspan(t.num_tokens), copy_above);
   }
@@ -227,6 +228,106 @@ void KvCache::CopyLeaf(BlockTable& t, absl::Span<const int32_t> rest, int min_to
     t.num_tokens += leaf.tokens;
   }
   Release(leaf.block);
+}
+
+void KvCache::SetDiskStore(KvDiskStore* store) {
+  disk_ = prefix_cache_enabled() ? store : nullptr;
+  if (disk_ == nullptr) {
+    pool_->SetEvictionHook(nullptr);
+    return;
+  }
+  pool_->SetEvictionHook([this](int32_t block) { Spill(block, /*wait=*/false); });
+}
+
+bool KvCache::ChainOf(int32_t block, std::vector<int32_t>* chain) const {
+  const PrefixIndex& index = *pool_->prefix_index();
+  std::vector<int32_t> path;  // the block, its parent, ... the chain's first
+  int32_t b = block;
+  while (true) {
+    path.push_back(b);
+    const PrefixIndex::Link link = index.parent(b);
+    if (link.parent == PrefixIndex::kRoot) break;
+    const int32_t p = link.parent;
+    if (p < 0 || p >= pool_->num_total() || !index.published(p) || index.leaf(p) ||
+        !(index.LinkTo(p) == link) || path.size() > static_cast<size_t>(pool_->num_total())) {
+      return false;
+    }
+    b = p;
+  }
+  chain->clear();
+  for (auto it = path.rbegin(); it != path.rend(); ++it) {
+    const absl::Span<const int32_t> tokens = index.tokens(*it);
+    chain->insert(chain->end(), tokens.begin(), tokens.end());
+  }
+  return true;
+}
+
+bool KvCache::Spill(int32_t block, bool wait) {
+  const PrefixIndex* index = pool_->prefix_index();
+  if (disk_ == nullptr || index == nullptr || !index->published(block) || index->leaf(block)) {
+    return false;
+  }
+  if (!ChainOf(block, &chain_scratch_)) return false;
+  const size_t bs = static_cast<size_t>(pool_->block_size());
+  const absl::Span<const int32_t> chain = chain_scratch_;
+  uint64_t key = disk_->RootKey();
+  for (size_t j = 0; j < chain.size(); j += bs)
+    key = KvDiskStore::ChainKey(key, chain.subspan(j, bs));
+  return disk_->Enqueue(key, chain, pool_->BlockData(block), wait);
+}
+
+int KvCache::SpillIdleToDisk() {
+  const PrefixIndex* index = pool_->prefix_index();
+  if (disk_ == nullptr || index == nullptr) return 0;
+  // Oldest first, so that the newest end up the most recently used on disk; but only as many
+  // of the newest as the cap can hold (older ones would be written only to be deleted).
+  int idle = 0;
+  for (int32_t b = index->Oldest(); b >= 0; b = index->NewerIdle(b)) idle += !index->leaf(b);
+  const int64_t fit = disk_->max_bytes() / static_cast<int64_t>(pool_->payload_bytes());
+  int64_t skip = std::max<int64_t>(0, idle - fit);
+  int queued = 0;
+  for (int32_t b = index->Oldest(); b >= 0; b = index->NewerIdle(b)) {
+    if (index->leaf(b)) continue;
+    if (skip > 0) {
+      --skip;
+      continue;
+    }
+    if (Spill(b, /*wait=*/true)) ++queued;
+  }
+  return queued;
+}
+
+void KvCache::ExtendFromDisk(BlockTable& t, absl::Span<const int32_t> tokens, int max_blocks) {
+  PrefixIndex& index = *pool_->prefix_index();
+  const size_t bs = static_cast<size_t>(pool_->block_size());
+  const size_t n =
+      std::min<size_t>(tokens.size() / bs, static_cast<size_t>(std::max(0, max_blocks)));
+  uint64_t key = disk_->RootKey();
+  uint64_t hash = prefix_seed_;
+  for (size_t j = 0; j < static_cast<size_t>(t.num_blocks()); ++j) {
+    key = KvDiskStore::ChainKey(key, tokens.subspan(j * bs, bs));
+    hash = index.ChainHash(hash, tokens.subspan(j * bs, bs));
+  }
+  PrefixIndex::Link link = t.empty() ? PrefixIndex::Link{} : index.LinkTo(t.blocks.back());
+  for (size_t j = t.num_blocks(); j < n; ++j) {
+    const absl::Span<const int32_t> block_tokens = tokens.subspan(j * bs, bs);
+    key = KvDiskStore::ChainKey(key, block_tokens);
+    hash = index.ChainHash(hash, block_tokens);
+    if (!disk_->Contains(key)) return;
+    absl::StatusOr<int32_t> fresh = pool_->Allocate();
+    if (!fresh.ok()) return;
+    if (!disk_->Read(key, tokens.first((j + 1) * bs), pool_->BlockData(*fresh)).ok()) {
+      Release(*fresh);
+      return;
+    }
+    // Published like a computed block, so that the next request finds it in memory. If the name
+    // is taken (it cannot be: the walk in memory stopped before it), the block just stays
+    // private to `t`.
+    pool_->Publish(*fresh, hash, link, block_tokens);
+    t.blocks.push_back(*fresh);
+    t.num_tokens += static_cast<int>(bs);
+    link = index.LinkTo(*fresh);
+  }
 }
 
 KvCache::PrefixPeek KvCache::PeekPrefix(absl::Span<const int32_t> tokens, int max_blocks) const {

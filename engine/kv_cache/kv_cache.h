@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -12,6 +13,7 @@
 #include "engine/kv_cache/block_pool.h"
 #include "engine/kv_cache/block_table.h"
 #include "engine/kv_cache/kv_cache_options.h"
+#include "engine/kv_cache/kv_disk_store.h"
 
 namespace textgen {
 
@@ -73,7 +75,12 @@ class KvCache {
     int blocks = 0;  // MatchPrefix would share this many blocks
     int live = 0;    // of them, held by other tables (they cost no free block)
   };
-  // What MatchPrefix would share, changing nothing.
+  // With a disk store (SetDiskStore), a chain that ends in memory before `max_blocks` goes on
+  // with the blocks the store holds for the next tokens: each is read into a fresh block and
+  // published as if computed (a file that fails its checks is deleted, and the chain ends there:
+  // those tokens are recomputed). This runs on the caller's thread.
+  //
+  // What MatchPrefix would share, changing nothing (in memory; disk blocks are not counted).
   PrefixPeek PeekPrefix(absl::Span<const int32_t> tokens, int max_blocks) const;
   // Publishes the full blocks among the first `max_blocks` of `t`, whose K/V must be final and
   // of `tokens` (t's first t.num_tokens tokens; more may follow). Blocks already published
@@ -145,6 +152,17 @@ class KvCache {
     return const_cast<KvCache*>(this)->Slot(t, layer, kv_head, slot, true);
   }
 
+  // The disk level beneath the prefix cache (needs EnablePrefixCache first; not owned: it must
+  // outlive this cache, or be detached with nullptr). With one, every idle full block the pool
+  // evicts is copied to the store's writer (dropped if its queue is full), and MatchPrefix reads
+  // matching blocks back (see there).
+  void SetDiskStore(KvDiskStore* store);
+  KvDiskStore* disk_store() const { return disk_; }
+  // Hands every idle published full block to the disk store, oldest first, waiting for room in
+  // its queue rather than dropping (shutdown: so that a restart finds them). Returns how many
+  // were queued (blocks on disk already are not). 0 without a store.
+  int SpillIdleToDisk();
+
   // Free plus cached idle blocks (both can be allocated).
   int num_free_blocks() const { return pool_->num_free(); }
   int num_idle_blocks() const { return pool_->num_idle(); }
@@ -173,9 +191,19 @@ class KvCache {
   // best published block under its chain shares with `rest`, the tokens after them, if more than
   // `min_tokens` in all.
   void CopyLeaf(BlockTable& t, absl::Span<const int32_t> rest, int min_tokens);
+  // MatchPrefix's disk step: extends `t` (whole blocks of `tokens`) with blocks read from disk,
+  // up to `max_blocks`.
+  void ExtendFromDisk(BlockTable& t, absl::Span<const int32_t> tokens, int max_blocks);
+  // The tokens of a published full block's chain, first block's first; false if a link to a
+  // parent is stale (the parent was evicted: the chain cannot be named).
+  bool ChainOf(int32_t block, std::vector<int32_t>* chain) const;
+  // Queues a published full block for the disk store (see KvDiskStore::Enqueue).
+  bool Spill(int32_t block, bool wait);
 
   std::unique_ptr<BlockPool> pool_;
   uint64_t prefix_seed_ = 0;
+  KvDiskStore* disk_ = nullptr;
+  std::vector<int32_t> chain_scratch_;  // Spill's, reused
 };
 
 }  // namespace textgen

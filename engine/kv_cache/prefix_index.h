@@ -79,6 +79,8 @@ class PrefixIndex {
   void MarkUsed(int32_t block);
   bool idle(int32_t block) const { return entries_[block].idle; }
   int32_t Oldest() const { return lru_head_; }
+  // The idle block used just after `block` (an idle one), -1 for the newest.
+  int32_t NewerIdle(int32_t block) const { return entries_[block].next; }
   int num_idle() const { return num_idle_; }
   int num_published() const { return num_published_; }  // leaves included
   int num_leaves() const { return num_leaves_; }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/util/file_identity.h"
 #include "engine/util/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -58,6 +59,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
         absl::StrCat(options.model_path, "|", std::string(KvTypeName(kv.type)), "|",
                      static_cast<int>(options.model.llama.linear.compute), "|", kv.block_size)));
   }
+  e->OpenDiskTier(kv);
   if (options.kv_prefault.value_or(options.prefix_cache)) {
     TG_RETURN_IF_ERROR(e->cache_->pool().Prefault());
   }
@@ -92,6 +94,46 @@ Engine::~Engine() {
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  if (disk_ != nullptr) {
+    // Everything still cached goes to disk, so that a restart on the same directory finds it.
+    const int spilled = cache_->SpillIdleToDisk();
+    disk_->Flush();
+    cache_->SetDiskStore(nullptr);
+    const KvDiskStats d = disk_->stats();
+    spdlog::info("KV disk tier: wrote {} cached blocks at shutdown; {} files, {} MiB in {}",
+                 spilled, d.files, d.bytes_on_disk >> 20, disk_->dir());
+  }
+}
+
+void Engine::OpenDiskTier(const KvCacheOptions& kv) {
+  if (options_.kv_disk_gib <= 0 || options_.state_dir.empty()) return;
+  if (!cache_->prefix_cache_enabled()) {
+    spdlog::warn("KV disk tier off: it needs the prefix cache (--prefix-cache on)");
+    return;
+  }
+  absl::StatusOr<uint64_t> model_id = FileIdentity(options_.model_path);
+  if (!model_id.ok()) {
+    spdlog::warn("KV disk tier off: {}", model_id.status().ToString());
+    return;
+  }
+  KvDiskOptions d;
+  d.dir = options_.state_dir + "/kv";
+  d.max_bytes = static_cast<int64_t>(options_.kv_disk_gib * double(int64_t{1} << 30));
+  // The compute type changes K/V (matmuls in F32 or BF16); the KV type and shape are checked
+  // from the header's own fields.
+  const uint64_t compute = static_cast<uint64_t>(options_.model.llama.linear.compute);
+  d.model_id = Checksum64(&compute, sizeof(compute), *model_id);
+  d.shape = kv;
+  absl::StatusOr<std::unique_ptr<KvDiskStore>> store = KvDiskStore::Open(d);
+  if (!store.ok()) {
+    spdlog::warn("KV disk tier off: {}", store.status().ToString());
+    return;
+  }
+  disk_ = std::move(store).value();
+  cache_->SetDiskStore(disk_.get());
+  const KvDiskStats st = disk_->stats();
+  spdlog::info("KV disk tier: {} ({} files, {} MiB of at most {} MiB)", d.dir, st.files,
+               st.bytes_on_disk >> 20, d.max_bytes >> 20);
 }
 
 int Engine::WorstCaseBlocks(int prompt_tokens, const DecodingOptions& d) const {
@@ -291,6 +333,17 @@ EngineStats Engine::Stats() const {
   s.prefix_cache_lookup_tokens = prefix_lookup_tokens_;
   s.prefix_cache_hit_tokens = prefix_hit_tokens_;
   s.prefix_cache_evictions = prefix_evictions_;
+  if (disk_ != nullptr) {
+    const KvDiskStats d = disk_->stats();
+    s.kv_disk_enabled = true;
+    s.kv_disk_blocks_written = d.blocks_written;
+    s.kv_disk_blocks_read = d.blocks_read;
+    s.kv_disk_blocks_rejected = d.blocks_rejected;
+    s.kv_disk_blocks_dropped = d.blocks_dropped;
+    s.kv_disk_blocks_evicted = d.blocks_evicted;
+    s.kv_disk_bytes = d.bytes_on_disk;
+    s.kv_disk_files = d.files;
+  }
   return s;
 }
 

@@ -111,6 +111,15 @@ struct EngineOptions {
   // first touches move from requests' steps to start-up; without it the pool stays lazily
   // touched (resident memory follows the peak working set).
   std::optional<bool> kv_prefault;
+  // The server's state directory (empty: none). The KV disk tier keeps its files in
+  // state_dir/kv.
+  std::string state_dir;
+  // The KV disk tier's cap in GiB (0: off; needs state_dir and the prefix cache): full blocks
+  // the pool evicts from the prefix cache (idle sessions' blocks among them, once their session
+  // is evicted), and at shutdown every cached block, are written there (least recently used
+  // file first out beyond the cap); a prompt whose prefix misses in memory reads matching
+  // blocks back instead of recomputing them. See docs/deployment.md.
+  double kv_disk_gib = 0;
   // Optional: called on the scheduler thread after every forward pass, after the requests'
   // OnDelta and before their OnDone (metrics, tests). Must return quickly; may call Cancel and
   // Stats.
@@ -192,6 +201,15 @@ struct EngineStats {
   int64_t prefix_cache_lookup_tokens = 0;
   int64_t prefix_cache_hit_tokens = 0;
   int64_t prefix_cache_evictions = 0;
+  // The KV disk tier (all 0 when off): see KvDiskStats.
+  bool kv_disk_enabled = false;
+  int64_t kv_disk_blocks_written = 0;
+  int64_t kv_disk_blocks_read = 0;
+  int64_t kv_disk_blocks_rejected = 0;
+  int64_t kv_disk_blocks_dropped = 0;
+  int64_t kv_disk_blocks_evicted = 0;
+  int64_t kv_disk_bytes = 0;
+  int64_t kv_disk_files = 0;
 };
 
 // Thread-safe: Submit, Cancel and Stats may be called from any thread.
@@ -320,8 +338,12 @@ class Engine {
   // Scheduler thread: frees the least recently used idle session's blocks (its tokens stay and
   // are recomputed on its next turn). False if there is none.
   bool EvictIdleSession();
+  // Opens the KV disk tier if the options ask for it; a failure is logged and the engine runs
+  // without it.
+  void OpenDiskTier(const KvCacheOptions& kv);
 
   std::unique_ptr<Model> model_;
+  std::unique_ptr<KvDiskStore> disk_;  // null without the KV disk tier; outlives cache_
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<DraftModel> draft_;  // null without --draft-model
   EngineOptions options_;

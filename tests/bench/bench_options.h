@@ -23,6 +23,7 @@ struct BenchOptions {
   bool structured = false;   // --structured
   bool verify = false;       // --verify (implied by --verify-rows)
   bool speculative = false;  // --speculative
+  bool kv_disk = false;      // --kv-disk
 
   std::vector<std::string> models;  // --model, for --speed and --beam
   ops::LinearCompute compute = ops::LinearCompute::kF32;
@@ -61,6 +62,10 @@ struct BenchOptions {
   // --prefix-nomatch: only the no-match scenario, on/off order alternating per repeat.
   bool prefix_nomatch_only = false;
   std::optional<bool> kv_prefault;  // --kv-prefault: EngineOptions::kv_prefault
+
+  // --kv-disk (its model is prefix_model: --kv-disk-model sets it too).
+  int kv_disk_tokens = 8000;
+  int64_t kv_disk_cache_mib = 0;  // 0: the engine's default pool
 
   // --structured: the constrained runs' token cap (bounded schemas end earlier).
   int structured_tokens = 256;

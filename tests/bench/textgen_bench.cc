@@ -21,6 +21,7 @@
 #include "tests/bench/bench_options.h"
 #include "tests/bench/bench_util.h"
 #include "tests/bench/cache_table.h"
+#include "tests/bench/kv_disk_table.h"
 #include "tests/bench/machine_info.h"
 #include "tests/bench/prefix_table.h"
 #include "tests/bench/speculative_table.h"
@@ -69,6 +70,9 @@ void AddSectionFlags(cli::FlagSet& f, BenchOptions& o, bool* smoke) {
          "per --model: whole greedy requests through the engine without\nspeculation, with "
          "n-gram drafts (K fixed and adaptive) and, with\n--draft-model, a draft model's; ms, "
          "tokens/s, drafts accepted,\nand whether the ids equal the run without");
+  f.Flag("--kv-disk", &o.kv_disk,
+         "the KV disk tier: a long prompt's TTFT recomputed, warm and after a\nrestart from "
+         "disk; decode with the tier on and off");
   f.Flag("--smoke", smoke, "every section at tiny sizes on stories260K (CI keeps it working)");
 }
 
@@ -153,6 +157,11 @@ void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
          "alternating which runs first, --repeats pairs");
   f.Add("--kv-prefault", &o.kv_prefault, cli::AutoOrOnOff(), "auto|on|off",
         "--prefix: commit the KV pool at start (default auto: with the\nprefix cache)");
+  f.Add("--kv-disk-model", &o.prefix_model, cli::Text(), "PATH",
+        "--kv-disk model (the same setting as --prefix-model)");
+  AddPositive(f, "--kv-disk-tokens", &o.kv_disk_tokens, "--kv-disk prompt tokens (default 8000)");
+  f.Add("--kv-disk-cache-mib", &o.kv_disk_cache_mib, cli::Int<int64_t>(1, 1 << 24), "N",
+        "--kv-disk KV pool in MiB (default: the engine's, 1024)");
   f.AddWith<std::vector<int>>("--verify-rows", lengths, "LIST",
                               "--verify row counts (default 5: 4 drafts and the last token);\n"
                               "implies --verify",
@@ -209,7 +218,7 @@ BenchOptions ParseFlags(int argc, char** argv) {
   if (o.prefix_nomatch_only) o.prefix = true;
   if (o.prefix_model.empty()) o.prefix_model = o.models.empty() ? o.cache_model : o.models[0];
   const bool any = o.bandwidth || o.speed || o.beam || o.cache_table || o.prefix || o.structured ||
-                   o.verify || o.speculative;
+                   o.verify || o.speculative || o.kv_disk;
   if (!o.models.empty() && !any) o.speed = true;
   if (!any && o.models.empty()) f.Fail("nothing to measure");
   if ((o.speed || o.beam || o.verify || o.speculative) && o.models.empty()) {
@@ -277,6 +286,7 @@ int Main(int argc, char** argv) {
   section(o.structured, [&] { PrintStructuredTable(o); });
   section(o.verify, [&] { PrintVerifyTable(o); });
   section(o.speculative, [&] { PrintSpeculativeTable(o); });
+  section(o.kv_disk, [&] { PrintKvDiskTable(o); });
   // Which level each format's kernels ran at, where it was measured (ops/kernel_calibration.h).
   const std::vector<ops::MeasuredChoice> chosen = ops::InstalledKernelChoices();
   if (!o.rows_only && !chosen.empty()) {
