@@ -70,6 +70,23 @@ TEST_CASE("every k8s manifest parses as Kubernetes objects", "[docker][k8s]") {
   CHECK(files >= 4);  // deployment, service, hpa, models PVC (and the ingress example)
 }
 
+TEST_CASE("the InferencePool example selects the Deployment's pods on their HTTP port",
+          "[docker][k8s]") {
+  const json deployment = LoadOne("deployment.yaml", "Deployment");
+  const json pool = LoadOne("inference-pool.yaml", "InferencePool");
+  CHECK(pool.at("apiVersion") == "inference.networking.k8s.io/v1");
+  const json& labels = deployment.at("spec").at("template").at("metadata").at("labels");
+  CHECK(pool.at("spec").at("selector").at("matchLabels") == labels);
+  const json& c = deployment.at("spec").at("template").at("spec").at("containers")[0];
+  int http_port = 0;
+  for (const json& p : c.at("ports")) {
+    if (p.at("name") == "http") http_port = p.at("containerPort");
+  }
+  REQUIRE(pool.at("spec").at("targetPorts").size() == 1);
+  CHECK(pool.at("spec").at("targetPorts")[0].at("number") == http_port);
+  CHECK(pool.at("spec").at("endpointPickerRef").contains("name"));
+}
+
 TEST_CASE("the k8s manifests agree with each other and the server", "[docker][k8s]") {
   const json deployment = LoadOne("deployment.yaml", "Deployment");
   const json service = LoadOne("service.yaml", "Service");
@@ -98,7 +115,8 @@ TEST_CASE("the k8s manifests agree with each other and the server", "[docker][k8
   CHECK(env.at("TEXTGEN_METRICS_LISTEN") == "0.0.0.0:9090");
   std::map<std::string, int> ports;
   for (const json& p : c.at("ports")) ports[p.at("name")] = p.at("containerPort");
-  CHECK(ports == std::map<std::string, int>{{"grpc", 50051}, {"metrics", 9090}});
+  CHECK(env.at("TEXTGEN_HTTP_LISTEN") == "0.0.0.0:8000");
+  CHECK(ports == std::map<std::string, int>{{"grpc", 50051}, {"metrics", 9090}, {"http", 8000}});
   for (const char* probe : {"startupProbe", "readinessProbe", "livenessProbe"}) {
     INFO(probe);
     CHECK(c.at(probe).at("grpc").at("port") == 50051);

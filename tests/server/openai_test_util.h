@@ -29,7 +29,10 @@ inline std::unique_ptr<HttpServer> StartHttpServer(std::vector<std::string> extr
                                                    const std::string& model = "") {
   auto s = std::make_unique<HttpServer>();
   s->http_port = PickFreePort();
-  s->metrics_port = PickFreePort();
+  // Two picks can return the same free port (nothing holds it in between).
+  do {
+    s->metrics_port = PickFreePort();
+  } while (s->metrics_port == s->http_port);
   ServerProcessOptions o;
   o.model = model;
   o.extra_args = {"--http-listen", "127.0.0.1:" + std::to_string(s->http_port), "--metrics-listen",

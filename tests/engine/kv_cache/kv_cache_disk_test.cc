@@ -87,8 +87,7 @@ void Flood(KvCache& c) {
   c.Free(t);
 }
 
-TEST_CASE("engine/kv_cache/disk: evicted blocks come back from disk byte for byte",
-          "[kv_cache][kv_disk]") {
+TEST_CASE("disk tier: evicted blocks come back from disk byte for byte", "[kv_cache][kv_disk]") {
   const std::string dir = FreshDir("evict");
   auto store = OpenStore(dir);
   auto c = MakeCache(8);
@@ -125,7 +124,7 @@ TEST_CASE("engine/kv_cache/disk: evicted blocks come back from disk byte for byt
   CHECK(store->stats().blocks_rejected == 0);
 }
 
-TEST_CASE("engine/kv_cache/disk: a rejected file ends the match there; the rest is recomputed",
+TEST_CASE("disk tier: a rejected file ends the match there, the rest is recomputed",
           "[kv_cache][kv_disk]") {
   const std::string dir = FreshDir("reject");
   auto store = OpenStore(dir);
@@ -157,7 +156,7 @@ TEST_CASE("engine/kv_cache/disk: a rejected file ends the match there; the rest 
   c->Free(t);
 }
 
-TEST_CASE("engine/kv_cache/disk: cached blocks spilled at shutdown serve the next process",
+TEST_CASE("disk tier: cached blocks spilled at shutdown serve the next process",
           "[kv_cache][kv_disk]") {
   const std::string dir = FreshDir("restart");
   const std::vector<int32_t> a = Tokens(3 * kBs + 3, 3);
@@ -190,8 +189,7 @@ TEST_CASE("engine/kv_cache/disk: cached blocks spilled at shutdown serve the nex
   c->Free(t);
 }
 
-TEST_CASE("engine/kv_cache/disk: without the prefix cache the store is not used",
-          "[kv_cache][kv_disk]") {
+TEST_CASE("disk tier: without the prefix cache the store is not used", "[kv_cache][kv_disk]") {
   auto store = OpenStore(FreshDir("off"));
   auto cache = KvCache::Create(Shape(4));
   REQUIRE(cache.ok());

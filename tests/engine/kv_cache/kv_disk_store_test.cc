@@ -74,7 +74,7 @@ uint64_t Put(KvDiskStore& s, const std::vector<int32_t>& chain, int tag) {
   return key;
 }
 
-TEST_CASE("engine/kv_cache/disk: a block written is read back byte for byte, also after a reopen",
+TEST_CASE("disk tier: a block written is read back byte for byte, also after a reopen",
           "[kv_cache][kv_disk]") {
   const std::string dir = FreshDir("round_trip");
   const std::vector<int32_t> chain = Chain(3);
@@ -150,7 +150,7 @@ void Truncate(const std::string& path) {
 }
 void TruncateToHeader(const std::string& path) { REQUIRE(truncate(path.c_str(), 40) == 0); }
 
-TEST_CASE("engine/kv_cache/disk: corrupt, torn, other-model and other-layout files are rejected",
+TEST_CASE("disk tier: corrupt, torn, other-model and other-layout files are rejected",
           "[kv_cache][kv_disk]") {
   SECTION("a flipped payload byte") {
     const KvDiskOptions o = Options(FreshDir("corrupt"));
@@ -186,8 +186,7 @@ TEST_CASE("engine/kv_cache/disk: corrupt, torn, other-model and other-layout fil
   }
 }
 
-TEST_CASE("engine/kv_cache/disk: the byte cap evicts the least recently used file",
-          "[kv_cache][kv_disk]") {
+TEST_CASE("disk tier: the byte cap evicts the least recently used file", "[kv_cache][kv_disk]") {
   const std::string dir = FreshDir("cap");
   KvDiskOptions o = Options(dir);
   int64_t file_bytes;
@@ -221,7 +220,7 @@ TEST_CASE("engine/kv_cache/disk: the byte cap evicts the least recently used fil
   CHECK(s->stats().bytes_on_disk <= o.max_bytes);
 }
 
-TEST_CASE("engine/kv_cache/disk: a full queue drops instead of blocking; bad options refused",
+TEST_CASE("disk tier: a full queue drops instead of blocking, bad options are refused",
           "[kv_cache][kv_disk]") {
   KvDiskOptions o = Options(FreshDir("queue"));
   o.max_pending_bytes = 0;
@@ -248,8 +247,7 @@ TEST_CASE("engine/kv_cache/disk: a full queue drops instead of blocking; bad opt
   CHECK_THAT(s.status().ToString(), Catch::Contains("/proc/self/no_such_dir/kv"));
 }
 
-TEST_CASE("engine/kv_cache/disk: a write that fails is dropped and counted",
-          "[kv_cache][kv_disk]") {
+TEST_CASE("disk tier: a write that fails is dropped and counted", "[kv_cache][kv_disk]") {
   const KvDiskOptions o = Options(FreshDir("unwritable"));
   auto s = Open(o);
   // The directory replaced by a file: every write fails (as root too, unlike permissions).
