@@ -4,21 +4,9 @@
 #include <cassert>
 
 #include "absl/strings/str_cat.h"
+#include "engine/util/mix64.h"
 
 namespace textgen {
-namespace {
-
-// splitmix64's finalizer: every input bit affects every output bit.
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-}  // namespace
 
 absl::Status ValidateNgramDrafterOptions(const NgramDrafterOptions& o) {
   if (o.min_ngram < 1 || o.min_ngram > o.max_ngram || o.max_ngram > kMaxNgram) {
@@ -38,8 +26,8 @@ void NgramDrafter::KeysEndingAt(int end, int max_n, uint64_t* keys) const {
   // the key so that different n never share an entry.
   uint64_t h = 0x9e3779b97f4a7c15ull;
   for (int n = 1; n <= max_n; ++n) {
-    h = Mix(h ^ static_cast<uint32_t>(history_[end - n + 1]));
-    if (n >= options_.min_ngram) keys[n] = Mix(h + static_cast<uint64_t>(n));
+    h = Mix64(h ^ static_cast<uint32_t>(history_[end - n + 1]));
+    if (n >= options_.min_ngram) keys[n] = Mix64(h + static_cast<uint64_t>(n));
   }
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/util/file_identity.h"
+#include "engine/util/mix64.h"
 #include "spdlog/spdlog.h"
 
 namespace textgen {
@@ -43,15 +44,6 @@ constexpr size_t kChecked = offsetof(FileHeader, header_checksum);
 uint64_t HeaderChecksum(const FileHeader& h, absl::Span<const int32_t> tokens) {
   const uint64_t c = Checksum64(&h, kChecked, 0x6b7668647231ULL);
   return Checksum64(tokens.data(), tokens.size() * sizeof(int32_t), c);
-}
-
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
 }
 
 // Reads exactly n bytes at off; false on a short read or error.
@@ -169,8 +161,8 @@ absl::Status KvDiskStore::Scan() {
 }
 
 uint64_t KvDiskStore::ChainKey(uint64_t parent, absl::Span<const int32_t> block_tokens) {
-  uint64_t h = Mix(parent ^ 0x6b766469736b31ULL);
-  for (int32_t t : block_tokens) h = Mix(h ^ static_cast<uint32_t>(t));
+  uint64_t h = Mix64(parent ^ 0x6b766469736b31ULL);
+  for (int32_t t : block_tokens) h = Mix64(h ^ static_cast<uint32_t>(t));
   return h;
 }
 

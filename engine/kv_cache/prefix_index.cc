@@ -3,20 +3,9 @@
 #include <algorithm>
 #include <cassert>
 
+#include "engine/util/mix64.h"
+
 namespace textgen {
-namespace {
-
-// splitmix64's finalizer: every input bit flips about half the output bits.
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
-}  // namespace
 
 PrefixIndex::PrefixIndex(int num_blocks, int block_size)
     : block_size_(block_size),
@@ -24,8 +13,8 @@ PrefixIndex::PrefixIndex(int num_blocks, int block_size)
       tokens_(static_cast<size_t>(num_blocks) * block_size) {}
 
 uint64_t PrefixIndex::ChainHash(uint64_t parent, absl::Span<const int32_t> tokens) const {
-  uint64_t h = Mix(parent ^ 0x9e3779b97f4a7c15ULL);
-  for (int32_t t : tokens) h = Mix(h ^ static_cast<uint32_t>(t));
+  uint64_t h = Mix64(parent ^ 0x9e3779b97f4a7c15ULL);
+  for (int32_t t : tokens) h = Mix64(h ^ static_cast<uint32_t>(t));
   return h & hash_mask_;
 }
 
@@ -36,8 +25,8 @@ absl::Span<const int32_t> PrefixIndex::tokens(int32_t block) const {
 
 uint64_t PrefixIndex::LeafKey(Link parent, int32_t first_token) const {
   uint64_t h =
-      Mix(static_cast<uint64_t>(static_cast<uint32_t>(parent.parent)) << 32 | parent.epoch);
-  return Mix(h ^ static_cast<uint32_t>(first_token)) & hash_mask_;
+      Mix64(static_cast<uint64_t>(static_cast<uint32_t>(parent.parent)) << 32 | parent.epoch);
+  return Mix64(h ^ static_cast<uint32_t>(first_token)) & hash_mask_;
 }
 
 int32_t PrefixIndex::Find(uint64_t hash, Link parent, absl::Span<const int32_t> tokens) const {
