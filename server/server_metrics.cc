@@ -95,9 +95,9 @@ ServerMetrics::ServerMetrics() {
                        "1 while --state-dir cannot be written (unwritable, full disk): sessions "
                        "are then kept in memory only and lost on restart; 0 otherwise."))
            ->GaugeAt();
-  vllm_waiting_family_ = Must(r.AddGauge(
-      "vllm:num_requests_waiting", "Requests waiting for admission (textgen_queue_depth).",
-      {"model_name"}));
+  vllm_waiting_family_ =
+      Must(r.AddGauge("vllm:num_requests_waiting",
+                      "Requests waiting for admission (textgen_queue_depth).", {"model_name"}));
   vllm_running_family_ =
       Must(r.AddGauge("vllm:num_requests_running",
                       "Requests being decoded (textgen_active_requests).", {"model_name"}));
@@ -199,10 +199,10 @@ void ServerMetrics::Collect() {
   if (vllm_waiting_ != nullptr) {
     vllm_waiting_->Set(s.queued);
     vllm_running_->Set(s.active);
-    vllm_kv_usage_->Set(s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_total -
-                                                                    s.kv_blocks_free) /
-                                                    s.kv_blocks_total
-                                              : 0.0);
+    vllm_kv_usage_->Set(s.kv_blocks_total > 0
+                            ? static_cast<double>(s.kv_blocks_total - s.kv_blocks_free) /
+                                  s.kv_blocks_total
+                            : 0.0);
   }
   // The engine's totals only grow; a counter takes the difference (0 once the engine is gone).
   auto catch_up = [](Counter* c, int64_t total) {

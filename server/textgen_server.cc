@@ -175,14 +175,12 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
     http.max_body_bytes =
         std::max<size_t>(http.max_body_bytes, 2 * options.limits.max_prompt_bytes + (1 << 20));
     http.tls = options.tls;
-    absl::StatusOr<std::unique_ptr<HttpListener>> listener =
-        HttpListener::Start(options.http_listen, "the HTTP API (--http-listen)", http,
-                            [openai = s->api_.get(), anthropic = s->anthropic_.get(),
-                             server = s.get()](httplib::Server& h) {
-                              AddHttpApis(h, openai, anthropic, [server] {
-                                return server->readiness();
-                              });
-                            });
+    absl::StatusOr<std::unique_ptr<HttpListener>> listener = HttpListener::Start(
+        options.http_listen, "the HTTP API (--http-listen)", http,
+        [openai = s->api_.get(), anthropic = s->anthropic_.get(),
+         server = s.get()](httplib::Server& h) {
+          AddHttpApis(h, openai, anthropic, [server] { return server->readiness(); });
+        });
     if (!listener.ok()) {
       if (s->metrics_http_ != nullptr) s->metrics_http_->Stop();
       return listener.status();
@@ -243,8 +241,9 @@ absl::Status TextgenServer::Load() {
   metrics_.SetModel(served, c.name);
   const EngineStats stats = engine->Stats();
   // Routers match the model name that clients send: the API's model id.
-  metrics_.SetRouterInfo(ModelId(options_.engine.model_path), options_.engine.kv_block_size, stats.kv_blocks_total,
-                         KvTypeName(engine->kv_type()), options_.engine.prefix_cache);
+  metrics_.SetRouterInfo(ModelId(options_.engine.model_path), options_.engine.kv_block_size,
+                         stats.kv_blocks_total, KvTypeName(engine->kv_type()),
+                         options_.engine.prefix_cache);
   spdlog::info("serving {} on {} (port {}); KV cache {} blocks of {} tokens ({})", kServiceName,
                options_.listen, port_, stats.kv_blocks_total, options_.engine.kv_block_size,
                KvTypeName(engine->kv_type()));
