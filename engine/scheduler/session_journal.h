@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,14 +32,30 @@ struct SessionRecord {
 // Thread-safe. Writes are asynchronous and ordered: for one id, the last Put or Remove called is
 // what the store ends up with. `done` runs exactly once, never inside the call that passed it
 // (callers may hold locks the callback takes), with OK once the change is durable, or the error
-// that kept it in memory only (the journal then is degraded() and retries later).
+// that kept it in memory only (the journal then is degraded() and retries later). A shared
+// store refuses (silently: `done` gets OK) a Put whose version is not above the one it holds,
+// so a replica with a stale copy cannot overwrite a newer turn, and a Put of version > 0 for
+// an id it saw Removed, so a turn ending late cannot bring back a deleted session (a creation,
+// version 0, may reuse a removed id).
 class SessionJournal {
  public:
   using Done = std::function<void(absl::Status)>;
 
   virtual ~SessionJournal() = default;
-  // Every stored session. Called once, before any Put or Remove.
+  // Every stored session. Called once, before any Put or Remove. A shared store may return none
+  // and let Get bring each session in when a turn asks for it.
   virtual absl::StatusOr<std::vector<SessionRecord>> LoadAll() = 0;
+  // True when other servers write to the same store (e.g. Redis): a record may change, appear
+  // or go behind this process's back, so SessionStore asks Get before it trusts its own copy.
+  virtual bool shared() const { return false; }
+  // Shared stores: the record of `id` as the store holds it now, or nullopt when it holds none
+  // (never created, deleted, expired). Blocking (one round trip): request threads only, never
+  // the decode loop. Unavailable when the store cannot be reached in time (the caller goes on
+  // with what it holds); it must then return at once while the store stays unreachable.
+  virtual absl::StatusOr<std::optional<SessionRecord>> Get(const std::string& id) {
+    (void)id;
+    return std::nullopt;
+  }
   // Stores `record`, replacing the one of the same id. `done` may be empty.
   virtual void Put(SessionRecord record, Done done) = 0;
   // Removes the record of `id` (none: nothing to do). `done` may be empty.
