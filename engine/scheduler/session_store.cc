@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "engine/util/status_macros.h"
 
 namespace textgen {
 namespace {
@@ -43,6 +44,24 @@ SessionRecord SessionStore::RecordOf(const Session& s) const {
                        s.version, s.created, s.last_used, ttl_};
 }
 
+std::shared_ptr<Session> SessionStore::FromRecord(SessionRecord r) const {
+  const int n_vocab = n_vocab_;
+  auto in_vocab = [n_vocab](int32_t t) { return t >= 0 && (n_vocab == 0 || t < n_vocab); };
+  if (!IsSessionId(r.id) || !std::all_of(r.tokens.begin(), r.tokens.end(), in_vocab)) {
+    return nullptr;
+  }
+  auto session = std::make_shared<Session>();
+  session->id = std::move(r.id);
+  session->owner = std::move(r.owner);
+  session->tokens = std::move(r.tokens);
+  session->attachment = std::move(r.attachment);
+  session->version = r.version;
+  session->created = r.created;
+  session->last_used = r.last_used;
+  session->stored = true;
+  return session;
+}
+
 SessionStore::RestoreCounts SessionStore::Restore(std::vector<SessionRecord> records, int n_vocab,
                                                   absl::Time now) {
   RestoreCounts counts;
@@ -51,29 +70,81 @@ SessionStore::RestoreCounts SessionStore::Restore(std::vector<SessionRecord> rec
     return a.last_used > b.last_used;
   });
   absl::MutexLock lock(&mu_);
+  n_vocab_ = n_vocab;
   for (SessionRecord& r : records) {
-    auto in_vocab = [n_vocab](int32_t t) { return t >= 0 && t < n_vocab; };
-    const bool valid = IsSessionId(r.id) && !sessions_.contains(r.id) &&
-                       std::all_of(r.tokens.begin(), r.tokens.end(), in_vocab);
     const bool expired = now - r.last_used > ttl_;
+    const std::string id = r.id;
+    std::shared_ptr<Session> session = sessions_.contains(id) ? nullptr : FromRecord(std::move(r));
+    const bool valid = session != nullptr;
     if (!valid || expired || static_cast<int>(sessions_.size()) >= max_sessions_) {
       ++(expired && valid ? counts.expired : counts.dropped);
-      if (journal_ != nullptr) journal_->Remove(r.id, nullptr);
+      if (journal_ != nullptr) journal_->Remove(id, nullptr);
       continue;
     }
-    auto session = std::make_shared<Session>();
-    session->id = std::move(r.id);
-    session->owner = std::move(r.owner);
-    session->tokens = std::move(r.tokens);
-    session->attachment = std::move(r.attachment);
-    session->version = r.version;
-    session->created = r.created;
-    session->last_used = r.last_used;
-    std::string id = session->id;
     sessions_[id] = std::move(session);
     ++counts.restored;
   }
   return counts;
+}
+
+void SessionStore::Forget(const std::string& id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  it->second->deleted = true;
+  deleted_.push_back(std::move(it->second));
+  sessions_.erase(it);
+}
+
+absl::Status SessionStore::Refresh(const std::string& id) {
+  if (!shared() || !IsSessionId(id)) return absl::OkStatus();
+  absl::StatusOr<std::optional<SessionRecord>> got = journal_->Get(id);
+  // Unreachable: go on with what is held here (the journal reports itself degraded).
+  if (!got.ok()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  Session* held = it == sessions_.end() ? nullptr : it->second.get();
+  // A turn running here: this copy is the newest there is (the turn has not ended anywhere).
+  if (held != nullptr && held->holder != 0) return absl::OkStatus();
+  if (!got->has_value()) {
+    // Deleted or expired by the store; a copy it never confirmed is still being written.
+    if (held != nullptr && held->stored) Forget(id);
+    return absl::OkStatus();
+  }
+  if (held != nullptr && held->version >= (*got)->version) return absl::OkStatus();
+  std::shared_ptr<Session> fresh = FromRecord(std::move(**got));
+  if (fresh == nullptr) return absl::OkStatus();  // another model's record: not ours to serve
+  if (held != nullptr) {
+    Forget(id);
+  } else if (static_cast<int>(sessions_.size()) >= max_sessions_) {
+    // Room by dropping the least recently used copy the store holds and no request does.
+    std::shared_ptr<Session> lru;
+    for (const auto& [other, s] : sessions_) {
+      if (s->holder != 0 || s->lent || !s->stored) continue;
+      if (lru == nullptr || s->last_used < lru->last_used) lru = s;
+    }
+    if (lru == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("session limit reached (", max_sessions_, ") with every session in use"));
+    }
+    Forget(lru->id);
+  }
+  sessions_[id] = std::move(fresh);
+  return absl::OkStatus();
+}
+
+SessionJournal::Done SessionStore::ConfirmStored(const std::string& id, uint64_t version,
+                                                 SessionJournal::Done done) {
+  if (!shared()) return done;
+  // Runs on the journal's thread; the store outlives every write it started (Create and
+  // Delete wait for theirs, the engine for its turns').
+  return [this, id, version, done = std::move(done)](absl::Status status) {
+    if (status.ok()) {
+      absl::MutexLock lock(&mu_);
+      auto it = sessions_.find(id);
+      if (it != sessions_.end() && it->second->version == version) it->second->stored = true;
+    }
+    if (done) done(std::move(status));
+  };
 }
 
 std::shared_ptr<Session> SessionStore::Find(const std::string& id, const std::string& owner) const {
@@ -88,6 +159,8 @@ absl::StatusOr<std::string> SessionStore::Create(const std::string& requested_id
     return absl::InvalidArgumentError(
         "session_id must be 32 lowercase hex characters (128 random bits)");
   }
+  // Another server's session of that id counts as taken.
+  if (!requested_id.empty()) TG_RETURN_IF_ERROR(Refresh(requested_id));
   auto written = std::make_shared<absl::Notification>();
   std::string id;
   {
@@ -107,7 +180,8 @@ absl::StatusOr<std::string> SessionStore::Create(const std::string& requested_id
     session->owner = owner;
     session->created = session->last_used = absl::Now();
     if (journal_ != nullptr) {
-      journal_->Put(RecordOf(*session), [written](const absl::Status&) { written->Notify(); });
+      journal_->Put(RecordOf(*session),
+                    ConfirmStored(id, 0, [written](const absl::Status&) { written->Notify(); }));
     }
     sessions_[id] = std::move(session);
     if (journal_ == nullptr) return id;
@@ -119,6 +193,7 @@ absl::StatusOr<std::string> SessionStore::Create(const std::string& requested_id
 }
 
 absl::Status SessionStore::Delete(const std::string& id, const std::string& owner) {
+  TG_RETURN_IF_ERROR(Refresh(id));
   auto removed = std::make_shared<absl::Notification>();
   {
     absl::MutexLock lock(&mu_);
@@ -137,7 +212,8 @@ absl::Status SessionStore::Delete(const std::string& id, const std::string& owne
 }
 
 absl::StatusOr<SessionAttachment> SessionStore::GetAttachment(const std::string& id,
-                                                              const std::string& owner) const {
+                                                              const std::string& owner) {
+  TG_RETURN_IF_ERROR(Refresh(id));
   absl::MutexLock lock(&mu_);
   std::shared_ptr<Session> s = Find(id, owner);
   if (s == nullptr) return absl::NotFoundError(absl::StrCat("unknown session ", id));
@@ -156,7 +232,8 @@ absl::Status SessionStore::CheckFree(const Session& s, std::optional<uint64_t> v
 
 absl::StatusOr<std::shared_ptr<Session>> SessionStore::FindForTurn(
     const std::string& id, const std::string& owner, std::optional<uint64_t> version,
-    std::vector<int32_t>* tokens, uint64_t* tokens_version, bool* busy) const {
+    std::vector<int32_t>* tokens, uint64_t* tokens_version, bool* busy) {
+  TG_RETURN_IF_ERROR(Refresh(id));
   absl::MutexLock lock(&mu_);
   std::shared_ptr<Session> s = Find(id, owner);
   if (s == nullptr) return Unknown(id);
@@ -216,7 +293,7 @@ SessionStore::TurnEnd SessionStore::EndTurn(
   end.deleted = s.deleted;
   // Under the lock: a Delete after this point queues its removal after this record.
   if (committed && !s.deleted && journal_ != nullptr) {
-    journal_->Put(RecordOf(s), std::move(durable));
+    journal_->Put(RecordOf(s), ConfirmStored(s.id, s.version, std::move(durable)));
     end.journaled = true;
   }
   return end;
@@ -231,7 +308,8 @@ std::vector<std::shared_ptr<Session>> SessionStore::TakeGone(absl::Time now) {
     Session& s = *current->second;
     if (s.holder == 0 && now - s.last_used > ttl_) {
       s.deleted = true;
-      if (journal_ != nullptr) journal_->Remove(s.id, nullptr);
+      // A shared store expires records by itself: another server may be using this one.
+      if (journal_ != nullptr && !journal_->shared()) journal_->Remove(s.id, nullptr);
       gone.push_back(std::move(current->second));
       sessions_.erase(current);
     }

@@ -47,11 +47,23 @@ struct Session {
   // The table is with a running request (maybe a cancelled one, whose session is free again);
   // the next turn starts once it comes back.
   bool lent = false;
+  // Shared journals: the store confirmed holding this session (a write of it succeeded, or it
+  // came from the store). Only then does the store's having no record mean it was deleted or
+  // expired elsewhere; an unconfirmed one (written while the store was unreachable) stays.
+  bool stored = false;
 };
 
 // Thread-safe. With a journal, every change that must outlive the process is handed to it under
 // the store's lock, so that the journal sees them in the order they happened: a creation, a
 // committed turn (EndTurn), a deletion and an expiry.
+//
+// With a shared journal (several servers on one store, journal->shared()) this store is a cache
+// of the shared one: every lookup by id from a request (Create with an id, Delete,
+// GetAttachment, FindForTurn) first asks the journal for the record (Refresh) and takes it in
+// when it is newer than the copy held here, so any server can continue any session (its K/V is
+// recomputed from the tokens). A session that no request holds here and that the store no
+// longer has is dropped. Expiry here then only frees memory: the shared store expires records
+// itself (by their TTL), since another server may be using the session.
 class SessionStore {
  public:
   // `journal` may be null (memory only); it must outlive the store.
@@ -79,8 +91,7 @@ class SessionStore {
   // deletion the client saw must not come back after a crash.
   absl::Status Delete(const std::string& id, const std::string& owner);
   // A copy. NotFound if unknown or expired.
-  absl::StatusOr<SessionAttachment> GetAttachment(const std::string& id,
-                                                  const std::string& owner) const;
+  absl::StatusOr<SessionAttachment> GetAttachment(const std::string& id, const std::string& owner);
 
   // A session for a new turn, with a copy of its tokens and the version they are of: NotFound
   // if unknown or expired, FailedPrecondition if `version` is set and differs. `*busy`: another
@@ -89,7 +100,7 @@ class SessionStore {
                                                        const std::string& owner,
                                                        std::optional<uint64_t> version,
                                                        std::vector<int32_t>* tokens,
-                                                       uint64_t* tokens_version, bool* busy) const;
+                                                       uint64_t* tokens_version, bool* busy);
   // Makes `request` the session's holder: FailedPrecondition if another request holds it or it
   // is no longer at `version` (a turn ended in between), NotFound if it was deleted.
   absl::Status Claim(Session& s, uint64_t request, std::optional<uint64_t> version);
@@ -134,11 +145,28 @@ class SessionStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // What the journal keeps of `s`.
   SessionRecord RecordOf(const Session& s) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A new session from a stored record, or nullptr if the record is malformed or of another
+  // model (an id of the wrong form, a token outside the vocabulary).
+  std::shared_ptr<Session> FromRecord(SessionRecord r) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Shared journals: the store's record of `id` replaces a stale copy held here, comes in if
+  // none is, or (gone from the store) drops a confirmed copy no request holds. Outside mu_ (a
+  // network round trip). An unreachable store changes nothing. ResourceExhausted when the
+  // record cannot come in for max_sessions (every session held here is in use).
+  absl::Status Refresh(const std::string& id);
+  // Drops sessions_[id] from memory only (not from the journal); the scheduler frees its table.
+  void Forget(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `done`, after marking the session `id` at `version` as stored when the write succeeded
+  // (shared journals only; `done` itself otherwise).
+  SessionJournal::Done ConfirmStored(const std::string& id, uint64_t version,
+                                     SessionJournal::Done done);
+  bool shared() const { return journal_ != nullptr && journal_->shared(); }
 
   const int max_sessions_;
   const absl::Duration ttl_;
   SessionJournal* const journal_;
   mutable absl::Mutex mu_;
+  // Set by Restore: records with other tokens are another model's (0: not checked).
+  int n_vocab_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   // Deleted sessions whose blocks the scheduler has yet to free.
   std::vector<std::shared_ptr<Session>> deleted_ ABSL_GUARDED_BY(mu_);
