@@ -11,12 +11,14 @@ PKGS=(
   libcli11-dev  # every binary's flags, --help and TEXTGEN_ variables (header-only, cli/)
   libpcre2-dev  # the tokenizer's pre-tokenizer regexes (8-bit, UTF + UCP)
   libsqlite3-dev  # durable sessions: --state-dir's sessions.sqlite3 (state/)
+  libhiredis-dev  # sessions shared between replicas in Redis (state/redis_session_journal.cc)
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # oneDNN's CMake config wants OpenCL (its GPU runtime)
 )
 if [ "${1:-}" != "--build-only" ]; then
   PKGS+=(
     nginx-light   # the load-balancer test runs docker/nginx/textgen.conf (/usr/sbin/nginx)
     python3-yaml  # the k8s manifest test parses docker/k8s/*.yaml
+    redis-server  # the Redis session store's tests start /usr/bin/redis-server (tests/support)
     # The JSON Schema suite validates every generated document with an independent validator
     # (tests/engine/grammar/validate_json.py).
     python3-jsonschema
