@@ -191,15 +191,19 @@ project="textgen-test-$$"
 compose=(podman-compose -f docker/compose.yaml -p "$project")
 lb_port=$(free_port)
 export TEXTGEN_IMAGE="$image" TEXTGEN_LB_IMAGE=localhost/textgen-lb:test
+export TEXTGEN_REDIS_IMAGE=localhost/textgen-redis:test
+# Exact arithmetic: a session recomputed on the other replica must give the same tokens.
+export TEXTGEN_COMPUTE=f32 TEXTGEN_BATCH_INVARIANT=on
 export TEXTGEN_MODELS="$models" TEXTGEN_PORT="$lb_port"
 # podman-compose 1.0.3's down leaves the project's network behind.
 compose_down() {
-  "${compose[@]}" down -t 0 >/dev/null 2>&1 || true
+  "${compose[@]}" down -v -t 0 >/dev/null 2>&1 || true
+  "${podman[@]}" volume rm -f "${project}_redis-data" >/dev/null 2>&1 || true
   "${podman[@]}" network rm -f "${project}_default" >/dev/null 2>&1 || true
 }
 compose_fail() {
   local c
-  for c in textgen-1 textgen-2 lb; do
+  for c in textgen-1 textgen-2 redis lb; do
     echo "--- $c log:" >&2
     "${podman[@]}" logs "${project}_${c}_1" 2>&1 | grep -v 'level=' | tail -n 30 >&2 || true
   done
@@ -211,7 +215,7 @@ compose_fail() {
 # not start with podman's own reason, before waiting for health checks that cannot pass.
 compose_check_started() {
   local c state status err reasons=""
-  for c in textgen-1 textgen-2 lb; do
+  for c in textgen-1 textgen-2 redis lb; do
     state=$("${podman[@]}" inspect --format '{{.State.Status}}|{{.State.Error}}' \
       "${project}_${c}_1" 2>&1) || state="not created|$(tail -n 1 <<<"$state")"
     status=${state%%|*}
@@ -227,8 +231,8 @@ compose_check_started() {
 }
 trap 'cleanup; compose_down' EXIT
 t0=$SECONDS
-"${compose[@]}" build lb >build/compose-build.log 2>&1 ||
-  { tail -n 40 build/compose-build.log >&2; fail "podman-compose build lb"; }
+"${compose[@]}" build lb redis >build/compose-build.log 2>&1 ||
+  { tail -n 40 build/compose-build.log >&2; fail "podman-compose build lb redis"; }
 "${compose[@]}" up -d >build/compose-up.log 2>&1 ||
   { cat build/compose-up.log >&2; fail "podman-compose up"; }
 compose_check_started
@@ -278,13 +282,76 @@ replicas_used=$("${podman[@]}" logs "${project}_lb_1" 2>/dev/null |
   grep 'TextGeneration/Generate .* session="-"' | grep -o 'upstream=[^ ]*' | sort -u | wc -l)
 [ "$replicas_used" = 2 ] ||
   compose_fail "sessionless calls reached $replicas_used replica(s), not both"
-# With one replica stopped, new calls without a session are all served by the other.
-"${podman[@]}" stop -t 15 "${project}_textgen-1_1" >/dev/null 2>&1
+log "compose: sessionless calls round-robin"
+
+# A replica lost mid-conversation (kill -9): nginx sends the session's next turn to the other
+# replica, which continues it from Redis with the tokens of an uninterrupted run.
+turn_text() {  # SESSION TURN: the turn's text, or fails
+  client generate --session "$1" --prompt " Turn $2." --max-new-tokens 8 --json >"$stream" ||
+    return 1
+  jq -j '.text // empty' "$stream"
+}
+# Which replica's address served the session's latest call (nginx's access log).
+served_by() {
+  # $upstream_addr lists every replica tried ("A:50051, B:50051"): the last one served it.
+  "${podman[@]}" logs "${project}_lb_1" 2>/dev/null | grep "session=\"$1\"" | tail -n 1 |
+    sed -E 's/.*upstream=(.*) grpc_status=.*/\1/' | awk -F', ' '{print $NF}' | cut -d: -f1
+}
+address_of() {
+  "${podman[@]}" inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' \
+    "${project}_$1_1"
+}
+ref=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+lost=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+for s in "$ref" "$lost"; do
+  [ "$(client session --create --id "$s")" = "$s" ] || compose_fail "session --create $s"
+done
+want=()
+for turn in 1 2 3; do
+  text=$(turn_text "$ref" "$turn") || compose_fail "reference session turn $turn"
+  want+=("$text")
+done
+got1=$(turn_text "$lost" 1) || compose_fail "session turn 1"
+holder_addr=$(served_by "$lost")
+holder=""
+for replica in textgen-1 textgen-2; do
+  [ "$(address_of "$replica")" = "$holder_addr" ] && holder=$replica
+done
+[ -n "$holder" ] || compose_fail "no replica has the address $holder_addr that served the session"
+survivor=textgen-1
+[ "$holder" = textgen-1 ] && survivor=textgen-2
+survivor_addr=$(address_of "$survivor")
+# Sessionless calls keep coming while the replica dies.
+(for _ in $(seq 1 12); do client generate --prompt "Once upon a time" --max-new-tokens 4 \
+  >/dev/null 2>&1; done) &
+traffic=$!
+sleep 0.5
+"${podman[@]}" kill --signal KILL "${project}_${holder}_1" >/dev/null
+# Keep it down (restart: unless-stopped would bring it back), so the turn must move.
+"${podman[@]}" stop -t 0 "${project}_${holder}_1" >/dev/null 2>&1 || true
+got=("$got1")
+for turn in 2 3; do
+  text=$(turn_text "$lost" "$turn") || compose_fail "session turn $turn after $holder was killed"
+  got+=("$text")
+  [ "$(served_by "$lost")" = "$survivor_addr" ] ||
+    compose_fail "turn $turn after the kill was not served by $survivor"
+done
+wait "$traffic" || true
+for i in 0 1 2; do
+  [ "${got[$i]}" = "${want[$i]}" ] || compose_fail "turn $((i + 1)) differs from the uninterrupted run:
+  got:  ${got[$i]}
+  want: ${want[$i]}"
+done
+# No call the surviving replica took failed (those on the killed one may have).
+lost_calls=$("${podman[@]}" logs "${project}_lb_1" 2>/dev/null |
+  grep -E "(upstream=|, )$survivor_addr:[0-9]+ grpc_status=" | grep -vc 'grpc_status=0 ' || true)
+[ "$lost_calls" = 0 ] || compose_fail "$lost_calls call(s) served by $survivor did not end OK"
+# With one replica down, new calls without a session are all served by the other.
 for i in 1 2 3 4; do
   client generate --prompt "Once upon a time" --max-new-tokens 4 >/dev/null ||
-    compose_fail "sessionless generate $i with textgen-1 stopped"
+    compose_fail "sessionless generate $i with $holder down"
 done
-log "compose: sessionless calls round-robin, and go on with one replica stopped"
+log "compose: $holder killed mid-conversation; $survivor continued the session from Redis with the uninterrupted run's tokens, and served every other call"
 compose_down
 
 # Each build leaves its build stage (~1 GB) as a dangling image; the ccache mount keeps what

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/flags.h"
 #include "engine/ops/kernel_calibration.h"
@@ -223,6 +224,12 @@ void AddLimitFlags(cli::FlagSet& f, ServerOptions& o) {
         "only).\nOne server per directory (DIR/sessions.lock). Unwritable or\nfull: sessions "
         "stay in memory, with a warning and\ntextgen_state_store_degraded 1. The KV disk tier "
         "(--kv-disk-gib)\nkeeps its files in DIR/kv");
+  f.Add("--state-store", &o.state_store, cli::NonEmpty(), "redis://HOST:PORT[/DB]",
+        "keep sessions in Redis instead of DIR/sessions.sqlite3, so\nthat every server on it "
+        "can continue any session (one whose\nKV it does not hold is recomputed from the stored "
+        "tokens).\nUnreachable: sessions stay in memory, with a warning and\n"
+        "textgen_state_store_degraded 1, until it reconnects; a turn\nnever waits for it. "
+        "With --state-dir, DIR keeps only the KV\ndisk tier");
   f.AddWith<std::string>(
       "--state-sync", cli::OneOf({"full", "normal"}), "full|normal",
       "full (default): every turn is fsynced before its answer ends,\nso it survives a power "
@@ -274,6 +281,12 @@ Flags ParseFlags(int argc, char** argv) {
     f.Fail("--speculative draft-model needs --draft-model PATH");
   }
   if (o.state_reset && o.state_dir.empty()) f.Fail("--state-reset needs --state-dir DIR");
+  if (!o.state_store.empty() && !absl::StartsWith(o.state_store, "redis://")) {
+    f.Fail("--state-store must be redis://HOST:PORT[/DB]");
+  }
+  if (o.state_reset && !o.state_store.empty()) {
+    f.Fail("--state-reset applies to DIR/sessions.sqlite3, which --state-store replaces");
+  }
   // One directory for sessions and the KV disk tier.
   o.engine.state_dir = o.state_dir;
   if (!o.engine.draft_model_path.empty()) o.limits.asked_draft_source = DraftSource::kDraftModel;

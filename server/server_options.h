@@ -41,6 +41,10 @@ struct ServerOptions {
   // loss) rather than leave it to the OS (survives a process crash). state_reset: move an
   // existing database aside first.
   std::string state_dir;
+  // Sessions shared by every server on one Redis (state/redis_session_journal.h):
+  // "redis://HOST:PORT[/DB]", which replaces DIR/sessions.sqlite3 (state_dir, if set, then
+  // holds only the KV disk tier); empty = the SQLite store or memory.
+  std::string state_store;
   bool state_sync_full = true;
   bool state_reset = false;
   // A Jinja chat template file for the Chat RPC and /v1/chat/completions, overriding the

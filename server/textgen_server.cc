@@ -16,6 +16,7 @@
 #include "engine/ops/threading.h"
 #include "engine/util/status_macros.h"
 #include "spdlog/spdlog.h"
+#include "state/redis_session_journal.h"
 #include "state/sqlite_session_journal.h"
 
 namespace textgen::server {
@@ -128,7 +129,15 @@ absl::StatusOr<std::unique_ptr<TextgenServer>> TextgenServer::Start(const Server
     spdlog::info("API keys: {} from {}", s->api_keys_.size(), options.api_keys_file);
   }
   WarnIfExposed(options, s->api_keys_.enabled());
-  if (!options.state_dir.empty()) {
+  if (!options.state_store.empty()) {
+    // An unreachable Redis is not a refusal: the journal starts degraded and reconnects.
+    state::RedisJournalOptions journal;
+    journal.url = options.state_store;
+    TG_ASSIGN_OR_RETURN(std::unique_ptr<state::RedisSessionJournal> redis,
+                        state::RedisSessionJournal::Open(journal));
+    spdlog::info("sessions: shared in Redis at {}", redis->address());
+    s->journal_ = std::move(redis);
+  } else if (!options.state_dir.empty()) {
     // Before listening: a refusal (another server on the directory, a corrupted or too new
     // database) ends the start at once.
     state::SqliteJournalOptions journal;

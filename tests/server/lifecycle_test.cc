@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/ops/kernel_select.h"
+#include "tests/server/openai_test_util.h"
 #include "tests/server/server_test_util.h"
 
 namespace textgen::testing {
@@ -83,10 +84,13 @@ TEST_CASE("SIGTERM with an endless stream in flight: exit 0 once the grace has p
 TEST_CASE("while draining health is not SERVING and new calls are refused",
           "[server][lifecycle][readiness]") {
   const int metrics_port = PickFreePort();
+  int http_port = PickFreePort();
+  while (http_port == metrics_port) http_port = PickFreePort();
   ServerProcessOptions o;
   o.extra_args = {"--shutdown-grace",     "3",
                   "--max-max-new-tokens", std::to_string(kEndless),
                   "--metrics-listen",     "127.0.0.1:" + std::to_string(metrics_port),
+                  "--http-listen",        "127.0.0.1:" + std::to_string(http_port),
                   "--log-level",          "warn"};
   ServerProcess server(o);
   auto stub = NewStub(server);
@@ -106,6 +110,11 @@ TEST_CASE("while draining health is not SERVING and new calls are refused",
     if (!drained_metrics) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   CHECK(drained_metrics);
+  // Routers' readiness probe on the HTTP listener, which answers until the drain ends: 503.
+  const HttpReply ready = Get(http_port, "/ready");
+  CHECK(ready.status == 503);
+  CHECK(ready.json.value("status", "") == "draining");
+  CHECK(Get(http_port, "/health").status == 200);  // alive all the same
   // A probe (on the open connection, or a new one: the listener is closed) never sees
   // SERVING: NOT_SERVING or an error, so load balancers and kubelets take the replica out.
   HealthReply h = CheckHealth(*server.channel(), "");
@@ -418,11 +427,14 @@ TEST_CASE("health is NOT_SERVING and RPCs UNAVAILABLE while the model loads",
   const std::string model = SlowLoadingModel();
 
   const int metrics_port = PickFreePort();
+  int http_port = PickFreePort();
+  while (http_port == metrics_port) http_port = PickFreePort();
   ServerProcessOptions o;
   o.model = model;
   o.wait_for_serving = false;
-  o.extra_args = {"--compute", "bf16", "--metrics-listen",
-                  "127.0.0.1:" + std::to_string(metrics_port)};
+  o.extra_args = {"--compute",        "bf16",
+                  "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port),
+                  "--http-listen",    "127.0.0.1:" + std::to_string(http_port)};
   ServerProcess server(o);
   HealthReply h = CheckHealth(*server.channel(), "");
   REQUIRE(h.ok);
@@ -445,6 +457,13 @@ TEST_CASE("health is NOT_SERVING and RPCs UNAVAILABLE while the model loads",
     REQUIRE(res);
     CHECK_THAT(res->body, Catch::Contains("textgen_serving 0"));
   }
+  {
+    // Routers' probes: alive, not ready.
+    const HttpReply ready = Get(http_port, "/ready");
+    CHECK(ready.status == 503);
+    CHECK(ready.json.value("status", "") == "loading");
+    CHECK(Get(http_port, "/health").status == 200);
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     h = CheckHealth(*server.channel(), "");
@@ -452,6 +471,7 @@ TEST_CASE("health is NOT_SERVING and RPCs UNAVAILABLE while the model loads",
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   CHECK(h.state == HealthState::kServing);
+  CHECK(Get(http_port, "/ready").status == 200);
   CHECK(GetInfo(*stub).vocab_size() == 32000);
   CHECK(server.Stop() == 0);
 }

@@ -93,9 +93,8 @@ TEST_CASE("a session that moves between engines on one store gives one engine's 
     CHECK(on_a->version == kTurns.size());
     // Nobody else sees it on either engine.
     CHECK(absl::IsNotFound(b->GetSessionAttachment(*id, "mallory").status()));
-    CHECK(absl::IsNotFound(a->Submit(Turn(*id, " x", false, "mallory"),
-                                     std::make_shared<CollectingSink>())
-                               .status()));
+    CHECK(absl::IsNotFound(
+        a->Submit(Turn(*id, " x", false, "mallory"), std::make_shared<CollectingSink>()).status()));
   }
 }
 
