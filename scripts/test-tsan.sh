@@ -17,6 +17,9 @@
 #                             cancellation, sessions, prefill, shutdown
 #   tsan/ops/*                the WorkerPool under ParallelFor/ParallelForEach: hand-offs,
 #                             late workers, nesting, concurrent callers, sleeping and waking
+#   state/*                   the session journals' writer threads: SQLite's, and Redis's
+#                             writer, answer thread and Get under 8 threads, outages and
+#                             reconnection against real redis-server processes (~7 s)
 #   tsan/server/*             (CI) server_tsan_tests: the server test files named in
 #                             tests/CMakeLists.txt (cancel, chat, errors, generate, lifecycle,
 #                             limits, openai_connection, session), real TSan-built textgen-server
@@ -98,7 +101,7 @@ else
   SERVER_TESTS=server_tsan_tests SERVER='^tsan/server/'
 fi
 cmake --build "$B" -j"$JOBS" --target tsan_absl_sync_check engine_scheduler_tests \
-  ops_tsan_tests "$SERVER_TESTS"
+  ops_tsan_tests state_tests "$SERVER_TESTS"
 
 REPORTS="$PWD/$B/tsan-reports"
 rm -rf "$REPORTS" && mkdir -p "$REPORTS"
@@ -111,7 +114,7 @@ export TSAN_OPTIONS="halt_on_error=0 exitcode=0 second_deadlock_stack=1 history_
 log_path=$REPORTS/tsan suppressions=$PWD/scripts/tsan.supp"
 export OMP_THREAD_LIMIT=1 OMP_NUM_THREADS=1
 
-ENGINE='^engine/scheduler/|^tsan/ops/'
+ENGINE='^engine/scheduler/|^tsan/ops/|^state/'
 # tls_test.cc (4), python_client_test.cc, arch_eog_test.cc, and the chat test with
 # template_kwargs, by test name.
 EXCLUDE='^(tsan/)?server/(TLS |mutual TLS |unusable TLS |a listener other hosts |the Python example '

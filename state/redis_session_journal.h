@@ -49,14 +49,16 @@ class RedisSessionJournal final : public SessionJournal {
   static absl::StatusOr<std::unique_ptr<RedisSessionJournal>> Open(
       const RedisJournalOptions& options);
   // One last write attempt of what is pending (each `done` still waiting is called), then stops.
+  // Against a hung Redis that attempt takes a few timeouts (connect, SELECT, the write).
   ~RedisSessionJournal() override;
 
   // Always none: sessions come in lazily through Get.
   absl::StatusOr<std::vector<SessionRecord>> LoadAll() override;
   // Asynchronous (see SessionJournal). `done` gets OK once Redis holds the change, or holds a
-  // newer record (a refused Put is not an error); Unavailable at once while degraded (the
-  // change stays pending and is written on reconnection); FailedPrecondition when the key
-  // holds something that is not a session record of this layout (the change is dropped).
+  // newer record (a refused Put is not an error); Unavailable at once while degraded, and when
+  // the write fails (Redis gone, hung, out of memory): the change stays pending and is written
+  // on reconnection, the last per id winning; FailedPrecondition when the key holds something
+  // that is not a session record of this layout (the change is dropped).
   void Put(SessionRecord record, Done done) override;
   void Remove(const std::string& id, Done done) override;
   // One HGETALL on the caller's thread, under a mutex, within the timeout. nullopt for a
