@@ -207,7 +207,9 @@ BlockTable KvCache::MatchPrefix(absl::Span<const int32_t> tokens, int max_blocks
   t.num_tokens = t.num_blocks() * pool_->block_size();
   if (t.num_blocks() < max_blocks && disk_ != nullptr) ExtendFromDisk(t, tokens, max_blocks);
   if (t.num_blocks() < max_blocks && prefix_cache_enabled()) {
+    const int whole = t.num_tokens;
     CopyLeaf(t, tokens.subspan(t.num_tokens), copy_above);
+    if (t.num_tokens == whole && disk_ != nullptr) LeafFromDisk(t, tokens, copy_above);
   }
   return t;
 }
@@ -264,9 +266,9 @@ bool KvCache::ChainOf(int32_t block, std::vector<int32_t>* chain) const {
 
 bool KvCache::Spill(int32_t block, bool wait) {
   const PrefixIndex* index = pool_->prefix_index();
-  if (disk_ == nullptr || index == nullptr || !index->published(block) || index->leaf(block)) {
-    return false;
-  }
+  if (disk_ == nullptr || index == nullptr || !index->published(block)) return false;
+  // A leaf (a partly filled last block) too: its chain ends with fewer than block_size tokens,
+  // over which its key is taken (LeafFromDisk looks it up so).
   if (!ChainOf(block, &chain_scratch_)) return false;
   const size_t bs = static_cast<size_t>(pool_->block_size());
   const absl::Span<const int32_t> chain = chain_scratch_;
@@ -282,12 +284,11 @@ int KvCache::SpillIdleToDisk() {
   // Oldest first, so that the newest end up the most recently used on disk; but only as many
   // of the newest as the cap can hold (older ones would be written only to be deleted).
   int idle = 0;
-  for (int32_t b = index->Oldest(); b >= 0; b = index->NewerIdle(b)) idle += !index->leaf(b);
+  for (int32_t b = index->Oldest(); b >= 0; b = index->NewerIdle(b)) ++idle;
   const int64_t fit = disk_->max_bytes() / static_cast<int64_t>(pool_->payload_bytes());
   int64_t skip = std::max<int64_t>(0, idle - fit);
   int queued = 0;
   for (int32_t b = index->Oldest(); b >= 0; b = index->NewerIdle(b)) {
-    if (index->leaf(b)) continue;
     if (skip > 0) {
       --skip;
       continue;
@@ -327,6 +328,34 @@ void KvCache::ExtendFromDisk(BlockTable& t, absl::Span<const int32_t> tokens, in
     t.blocks.push_back(*fresh);
     t.num_tokens += static_cast<int>(bs);
     link = index.LinkTo(*fresh);
+  }
+}
+
+void KvCache::LeafFromDisk(BlockTable& t, absl::Span<const int32_t> tokens, int min_tokens) {
+  const size_t bs = static_cast<size_t>(pool_->block_size());
+  const absl::Span<const int32_t> rest = tokens.subspan(static_cast<size_t>(t.num_tokens));
+  uint64_t key = disk_->RootKey();
+  for (size_t j = 0; j < static_cast<size_t>(t.num_blocks()); ++j) {
+    key = KvDiskStore::ChainKey(key, tokens.subspan(j * bs, bs));
+  }
+  // The longest partly filled block on disk that the next tokens start with: a conversation's
+  // last turn ended inside a block, and the next turn's prompt goes on past it. Its name is the
+  // chain's key over its tokens (Spill names it so), so each length is one lookup in memory.
+  for (size_t len = std::min(rest.size(), bs - 1); len >= 1; --len) {
+    if (t.num_tokens + static_cast<int>(len) <= min_tokens) return;
+    const uint64_t leaf = KvDiskStore::ChainKey(key, rest.first(len));
+    if (!disk_->Contains(leaf)) continue;
+    absl::StatusOr<int32_t> fresh = pool_->Allocate();
+    if (!fresh.ok()) return;
+    const size_t held = static_cast<size_t>(t.num_tokens) + len;
+    if (!disk_->Read(leaf, tokens.first(held), pool_->BlockData(*fresh)).ok()) {
+      Release(*fresh);
+      return;
+    }
+    // Private to `t`, as CopyLeaf's copy: the rows past `len` are stale and never read.
+    t.blocks.push_back(*fresh);
+    t.num_tokens = static_cast<int>(held);
+    return;
   }
 }
 

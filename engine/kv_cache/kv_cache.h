@@ -191,13 +191,18 @@ class KvCache {
   // best published block under its chain shares with `rest`, the tokens after them, if more than
   // `min_tokens` in all.
   void CopyLeaf(BlockTable& t, absl::Span<const int32_t> rest, int min_tokens);
+  // MatchPrefix's last disk step, when no leaf in memory matched: appends to `t` (whole blocks
+  // of `tokens`) the partly filled block on disk that holds the most of the next tokens (more
+  // than `min_tokens` in all), read into a fresh block.
+  void LeafFromDisk(BlockTable& t, absl::Span<const int32_t> tokens, int min_tokens);
   // MatchPrefix's disk step: extends `t` (whole blocks of `tokens`) with blocks read from disk,
   // up to `max_blocks`.
   void ExtendFromDisk(BlockTable& t, absl::Span<const int32_t> tokens, int max_blocks);
-  // The tokens of a published full block's chain, first block's first; false if a link to a
-  // parent is stale (the parent was evicted: the chain cannot be named).
+  // The tokens of a published block's chain (a leaf's ends partly filled), first block's
+  // first; false if a link to a parent is stale (the parent was evicted: the chain cannot be
+  // named).
   bool ChainOf(int32_t block, std::vector<int32_t>* chain) const;
-  // Queues a published full block for the disk store (see KvDiskStore::Enqueue).
+  // Queues a published block, full or leaf, for the disk store (see KvDiskStore::Enqueue).
   bool Spill(int32_t block, bool wait);
 
   std::unique_ptr<BlockPool> pool_;

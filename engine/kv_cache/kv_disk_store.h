@@ -1,5 +1,6 @@
-// The KV cache's disk level: full blocks that leave memory are kept as files under a directory,
-// up to a byte cap (least recently used file first out), and read back instead of recomputed.
+// The KV cache's disk level: blocks (full ones, and partly filled leaves) that leave memory are
+// kept as files under a directory, up to a byte cap (least recently used file first out), and
+// read back instead of recomputed.
 #ifndef TEXTGEN_ENGINE_KV_CACHE_KV_DISK_STORE_H_
 #define TEXTGEN_ENGINE_KV_CACHE_KV_DISK_STORE_H_
 

@@ -189,6 +189,48 @@ TEST_CASE("disk tier: cached blocks spilled at shutdown serve the next process",
   c->Free(t);
 }
 
+TEST_CASE("disk tier: a conversation's partly filled last block comes back too",
+          "[kv_cache][kv_disk]") {
+  const std::string dir = FreshDir("leaf");
+  // A turn ended 3 tokens into its fourth block; the next turn's prompt goes on past it.
+  const std::vector<int32_t> turn = Tokens(3 * kBs + 3, 4);
+  std::vector<int32_t> next = turn;
+  for (int i = 0; i < 2 * kBs; ++i) next.push_back(9000 + i);
+  {
+    auto store = OpenStore(dir);
+    auto c = MakeCache(8);
+    c->SetDiskStore(store.get());
+    BlockTable t;
+    REQUIRE(c->Append(t, static_cast<int>(turn.size())).ok());
+    for (int j = 0; j < t.num_blocks(); ++j) Fill(*c, t.blocks[j], 400 + j);
+    c->PublishTail(t, turn, t.num_blocks());
+    c->Free(t);
+    CHECK(c->SpillIdleToDisk() == 4);  // three whole blocks and the leaf
+    c->SetDiskStore(nullptr);
+  }
+  auto store = OpenStore(dir);
+  CHECK(store->stats().files == 4);
+  auto c = MakeCache(8);
+  c->SetDiskStore(store.get());
+  BlockTable t = c->MatchPrefix(next, 8);
+  REQUIRE(t.num_blocks() == 4);
+  CHECK(t.num_tokens == 3 * kBs + 3);
+  for (int j = 0; j < 4; ++j) CHECK(Holds(*c, t.blocks[j], 400 + j));
+  CHECK(store->stats().blocks_read == 4);
+  c->Free(t);
+  // A prompt that differs inside the leaf's tokens gets the whole blocks only (a leaf on disk is
+  // taken whole or not at all); one that must compute those tokens (copy_above) does not take
+  // the leaf either.
+  std::vector<int32_t> other = turn;
+  other[3 * kBs + 2] = 5;
+  BlockTable part = c->MatchPrefix(other, 8);
+  CHECK(part.num_tokens == 3 * kBs);
+  c->Free(part);
+  BlockTable bounded = c->MatchPrefix(next, 8, /*copy_above=*/3 * kBs + 3);
+  CHECK(bounded.num_tokens == 3 * kBs);
+  c->Free(bounded);
+}
+
 TEST_CASE("disk tier: without the prefix cache the store is not used", "[kv_cache][kv_disk]") {
   auto store = OpenStore(FreshDir("off"));
   auto cache = KvCache::Create(Shape(4));
