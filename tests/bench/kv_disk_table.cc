@@ -115,34 +115,48 @@ struct Ttfts {
   int64_t blocks = 0, bytes = 0;
 };
 
-// A conversation's next turn: `prompt` (the conversation so far, computed in full), its answer,
-// then `turn` (the user's next message). Warm: the same engine serves the next turn; after a
-// restart: a new engine on the same directory does.
+// A conversation's next turn: `prompt` (the conversation so far, computed in full by the first
+// engine, which is then shut down and writes its blocks), its answer, then a new user message.
+// Every measured turn has a message of its own, so that none finds blocks another measured
+// turn computed: a second engine on the directory serves one (after a restart, page cache
+// warm), then another (warm: the conversation's blocks are in its memory now); after dropping
+// the page cache a third engine serves a third (page cache dropped).
 void MeasureTtft(const BenchOptions& o, const std::vector<int32_t>& prompt,
-                 const std::vector<int32_t>& turn, Ttfts* t) {
+                 const std::vector<std::vector<int32_t>>& turns, Ttfts* t) {
   const std::string dir = absl::StrFormat("/tmp/textgen-bench-kv-disk-%d", getpid());
   fs::remove_all(dir);
-  std::vector<int32_t> next = prompt;
+  std::vector<int32_t> conversation = prompt;
   {
     auto a = MakeEngine(o, dir);
     std::shared_ptr<KvDiskSink> first = Submit(*a, prompt, 8);
     t->recompute = std::min(t->recompute, first->Ttft());
-    next.insert(next.end(), first->Answer().begin(), first->Answer().end());
-    next.insert(next.end(), turn.begin(), turn.end());
-    t->warm = std::min(t->warm, Submit(*a, next, 8)->Ttft());
+    conversation.insert(conversation.end(), first->Answer().begin(), first->Answer().end());
     const Clock::time_point start = Clock::now();
     a.reset();  // shutdown: the cached blocks are written
     t->spill = std::min(t->spill, std::chrono::duration<double>(Clock::now() - start).count());
   }
-  for (bool cold : {false, true}) {
-    if (cold) DropPageCache(dir + "/kv");
-    auto b = MakeEngine(o, dir);
-    const double ttft = Submit(*b, next, 8)->Ttft();
-    (cold ? t->cold : t->disk) = std::min(cold ? t->cold : t->disk, ttft);
-    const EngineStats s = b->Stats();
+  auto next = [&](int i) {
+    std::vector<int32_t> p = conversation;
+    p.insert(p.end(), turns[i].begin(), turns[i].end());
+    return p;
+  };
+  auto read_back = [&](Engine& e) {
+    const EngineStats s = e.Stats();
     if (s.kv_disk_blocks_read == 0) Die("the restarted engine read nothing from the disk tier");
     t->blocks = s.kv_disk_blocks_read;
     t->bytes = s.kv_disk_bytes;
+  };
+  {
+    auto b = MakeEngine(o, dir);
+    t->disk = std::min(t->disk, Submit(*b, next(0), 8)->Ttft());
+    read_back(*b);
+    t->warm = std::min(t->warm, Submit(*b, next(1), 8)->Ttft());
+  }
+  DropPageCache(dir + "/kv");
+  {
+    auto c = MakeEngine(o, dir);
+    t->cold = std::min(t->cold, Submit(*c, next(2), 8)->Ttft());
+    read_back(*c);
   }
   fs::remove_all(dir);
 }
@@ -159,9 +173,10 @@ void PrintKvDiskTable(const BenchOptions& o) {
     vocab = probe->model().config().n_vocab;
   }
   const std::vector<int32_t> prompt = RandomPrompt(n, vocab, o.seed);
-  const std::vector<int32_t> turn = RandomPrompt(16, vocab, o.seed + 7);
+  std::vector<std::vector<int32_t>> turns;
+  for (int i = 0; i < 3; ++i) turns.push_back(RandomPrompt(16, vocab, o.seed + 7 + i));
   Ttfts t;
-  for (int r = 0; r < o.repeats; ++r) MeasureTtft(o, prompt, turn, &t);
+  for (int r = 0; r < o.repeats; ++r) MeasureTtft(o, prompt, turns, &t);
   if (!o.rows_only) {
     absl::PrintF(
         "| %s, next turn of a %d-token conversation, best of %d | TTFT s | / warm | "
@@ -176,8 +191,9 @@ void PrintKvDiskTable(const BenchOptions& o) {
   row("warm (next turn, prefix cache in memory)", t.warm);
   row("next turn after a restart, from the disk tier (page cache warm)", t.disk);
   row("next turn after a restart, from the disk tier (page cache dropped)", t.cold);
-  absl::PrintF("| shutdown writing the cache (%lld blocks, %.0f MiB on disk) | %.3f | | |\n",
-               static_cast<long long>(t.blocks), t.bytes / 1048576.0, t.spill);
+  absl::PrintF(
+      "| shutdown writing the cache (%lld blocks read back, %.0f MiB on disk) | %.3f | | |\n",
+      static_cast<long long>(t.blocks), t.bytes / 1048576.0, t.spill);
 
   // Decode with nothing to spill: the tier's only cost is its existence.
   const std::vector<int32_t> short_prompt = RandomPrompt(128, vocab, o.seed + 1);

@@ -199,7 +199,7 @@ BenchOptions ParseFlags(int argc, char** argv) {
   if (smoke) {
     // Every section, each at a size that takes well under a second.
     o.bandwidth = o.speed = o.beam = o.cache_table = o.prefix = o.structured = o.verify = true;
-    o.speculative = true;
+    o.speculative = o.kv_disk = true;
     if (o.models.empty()) o.models.push_back(o.cache_model);
     o.bandwidth_bytes = int64_t{64} << 20;
     o.bandwidth_passes = 2;
@@ -214,6 +214,7 @@ BenchOptions ParseFlags(int argc, char** argv) {
     o.verify_context = 32;
     o.verify_iters = 2;
     o.speculative_tokens = 16;
+    o.kv_disk_tokens = 200;
   }
   if (o.prefix_nomatch_only) o.prefix = true;
   if (o.prefix_model.empty()) o.prefix_model = o.models.empty() ? o.cache_model : o.models[0];
