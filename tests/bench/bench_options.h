@@ -65,7 +65,8 @@ struct BenchOptions {
 
   // --kv-disk (its model is prefix_model: --kv-disk-model sets it too).
   int kv_disk_tokens = 8000;
-  int64_t kv_disk_cache_mib = 0;  // 0: the engine's default pool
+  bool kv_disk_decode_only = false;  // --kv-disk-decode-only: the decode rows alone
+  int64_t kv_disk_cache_mib = 0;     // 0: the engine's default pool
 
   // --structured: the constrained runs' token cap (bounded schemas end earlier).
   int structured_tokens = 256;

@@ -161,17 +161,8 @@ void MeasureTtft(const BenchOptions& o, const std::vector<int32_t>& prompt,
   fs::remove_all(dir);
 }
 
-}  // namespace
-
-void PrintKvDiskTable(const BenchOptions& o) {
+void PrintTtftRows(const BenchOptions& o, const std::string& name, int vocab) {
   const int n = o.kv_disk_tokens;
-  std::string name;
-  int vocab = 0;
-  {
-    auto probe = MakeEngine(o, "");
-    name = DisplayName(probe->model());
-    vocab = probe->model().config().n_vocab;
-  }
   const std::vector<int32_t> prompt = RandomPrompt(n, vocab, o.seed);
   std::vector<std::vector<int32_t>> turns;
   for (int i = 0; i < 3; ++i) turns.push_back(RandomPrompt(16, vocab, o.seed + 7 + i));
@@ -194,7 +185,9 @@ void PrintKvDiskTable(const BenchOptions& o) {
   absl::PrintF(
       "| shutdown writing the cache (%lld blocks read back, %.0f MiB on disk) | %.3f | | |\n",
       static_cast<long long>(t.blocks), t.bytes / 1048576.0, t.spill);
+}
 
+void PrintDecodeRows(const BenchOptions& o, const std::string& name, int vocab) {
   // Decode with nothing to spill: the tier's only cost is its existence.
   const std::vector<int32_t> short_prompt = RandomPrompt(128, vocab, o.seed + 1);
   double on = 1e30, off = 1e30;
@@ -212,6 +205,20 @@ void PrintKvDiskTable(const BenchOptions& o) {
       "\n| %s decode, 128-token prompt, 256 new tokens, best of %d | ms/token |\n|---|---|\n"
       "| tier off | %.3f |\n| tier on, nothing to spill | %.3f (%+.1f%%) |\n",
       name, o.repeats, off * 1e3, on * 1e3, (on / off - 1) * 100);
+}
+
+}  // namespace
+
+void PrintKvDiskTable(const BenchOptions& o) {
+  std::string name;
+  int vocab = 0;
+  {
+    auto probe = MakeEngine(o, "");
+    name = DisplayName(probe->model());
+    vocab = probe->model().config().n_vocab;
+  }
+  if (!o.kv_disk_decode_only) PrintTtftRows(o, name, vocab);
+  PrintDecodeRows(o, name, vocab);
 }
 
 }  // namespace textgen::bench

@@ -160,6 +160,8 @@ void AddOptionFlags(cli::FlagSet& f, BenchOptions& o) {
   f.Add("--kv-disk-model", &o.prefix_model, cli::Text(), "PATH",
         "--kv-disk model (the same setting as --prefix-model)");
   AddPositive(f, "--kv-disk-tokens", &o.kv_disk_tokens, "--kv-disk prompt tokens (default 8000)");
+  f.Flag("--kv-disk-decode-only", &o.kv_disk_decode_only,
+         "--kv-disk: only the decode rows (tier on against off, alternating,\n--repeats times)");
   f.Add("--kv-disk-cache-mib", &o.kv_disk_cache_mib, cli::Int<int64_t>(1, 1 << 24), "N",
         "--kv-disk KV pool in MiB (default: the engine's, 1024)");
   f.AddWith<std::vector<int>>("--verify-rows", lengths, "LIST",
