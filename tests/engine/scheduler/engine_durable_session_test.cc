@@ -18,21 +18,8 @@ namespace engine_durable_session_test {
 
 using testing::CollectingSink;
 using testing::FakeSessionJournal;
-
-std::unique_ptr<Engine> MakeEngine(std::shared_ptr<SessionJournal> journal,
-                                   absl::Duration ttl = absl::Minutes(10)) {
-  EngineOptions o;
-  o.model_path = testing::ModelPath("stories260K.gguf");
-  o.kv_blocks = 256;
-  // F32 arithmetic: a recomputed conversation gives the same logits as a cached one.
-  o.model.llama.linear.compute = ops::LinearCompute::kF32;
-  o.session_journal = std::move(journal);
-  o.session_ttl = ttl;
-  auto e = Engine::Create(o);
-  INFO(e.status().ToString());
-  REQUIRE(e.ok());
-  return std::move(e).value();
-}
+using testing::MakeJournaledEngine;
+using testing::RunToAnswer;
 
 EngineRequest Turn(const std::string& session, const std::string& text, bool sampled) {
   EngineRequest r;
@@ -50,20 +37,9 @@ EngineRequest Turn(const std::string& session, const std::string& text, bool sam
   return r;
 }
 
-std::vector<int32_t> Run(Engine& e, EngineRequest r) {
-  auto sink = std::make_shared<CollectingSink>();
-  auto id = e.Submit(std::move(r), sink);
-  INFO(id.status().ToString());
-  REQUIRE(id.ok());
-  const auto& res = sink->Wait();
-  INFO(res.status().ToString());
-  REQUIRE(res.ok());
-  return res->hypotheses[0].ids;
-}
-
 TEST_CASE("a session turn's OnDone waits until its record is written", "[engine][durable]") {
   auto journal = std::make_shared<FakeSessionJournal>();
-  auto e = MakeEngine(journal);
+  auto e = MakeJournaledEngine(journal);
   auto id = e->CreateSession("", "alice");
   REQUIRE(id.ok());
   REQUIRE(journal->WaitForChanges(1));  // the creation
@@ -91,10 +67,10 @@ TEST_CASE("a session turn's OnDone waits until its record is written", "[engine]
 TEST_CASE("cancelled and failed turns write nothing, a deletion is written before it returns",
           "[engine][durable]") {
   auto journal = std::make_shared<FakeSessionJournal>();
-  auto e = MakeEngine(journal);
+  auto e = MakeJournaledEngine(journal);
   auto id = e->CreateSession("", "alice");
   REQUIRE(id.ok());
-  Run(*e, Turn(*id, "Once upon a time", false));
+  RunToAnswer(*e, Turn(*id, "Once upon a time", false));
   REQUIRE(journal->WaitForChanges(2));
   // A turn that does not fit the context fails before it runs.
   EngineRequest too_long = Turn(*id, "the end", false);
@@ -124,13 +100,13 @@ TEST_CASE("a restored session continues with the tokens it would have given", "[
     std::string id;
     std::vector<int32_t> third;
     {
-      auto e = MakeEngine(first);
+      auto e = MakeJournaledEngine(first);
       auto created = e->CreateSession("", "alice");
       REQUIRE(created.ok());
       id = *created;
-      Run(*e, Turn(id, "Once upon a time", sampled));
-      Run(*e, Turn(id, " The dog", sampled));
-      third = Run(*e, Turn(id, " Then", sampled));
+      RunToAnswer(*e, Turn(id, "Once upon a time", sampled));
+      RunToAnswer(*e, Turn(id, " The dog", sampled));
+      third = RunToAnswer(*e, Turn(id, " Then", sampled));
     }
     // The records as they were after the second turn: a restart there.
     std::vector<FakeSessionJournal::Change> changes = first->changes();
@@ -146,7 +122,7 @@ TEST_CASE("a restored session continues with the tokens it would have given", "[
     foreign.tokens.push_back(1 << 30);
     auto second =
         std::make_shared<FakeSessionJournal>(std::vector<SessionRecord>{after_two, stale, foreign});
-    auto e = MakeEngine(second);
+    auto e = MakeJournaledEngine(second);
     CHECK(e->Stats().sessions == 1);
     // Only the owner sees it; its attachment and version came back.
     CHECK(absl::IsNotFound(e->GetSessionAttachment(id, "mallory").status()));
@@ -154,7 +130,7 @@ TEST_CASE("a restored session continues with the tokens it would have given", "[
     REQUIRE(held.ok());
     CHECK(held->version == 2);
     CHECK(held->attachment == after_two.attachment);
-    CHECK(Run(*e, Turn(id, " Then", sampled)) == third);
+    CHECK(RunToAnswer(*e, Turn(id, " Then", sampled)) == third);
     // The expired and the foreign records were removed from the journal.
     CHECK(!second->Latest(stale.id).has_value());
     CHECK(!second->Latest(foreign.id).has_value());
@@ -166,7 +142,7 @@ TEST_CASE("a restored session continues with the tokens it would have given", "[
 
 TEST_CASE("an expired session's record is removed", "[engine][durable]") {
   auto journal = std::make_shared<FakeSessionJournal>();
-  auto e = MakeEngine(journal, absl::Milliseconds(200));
+  auto e = MakeJournaledEngine(journal, absl::Milliseconds(200));
   auto id = e->CreateSession("", "alice");
   REQUIRE(id.ok());
   // The scheduler looks for expired sessions at least once a second.

@@ -17,22 +17,9 @@ namespace engine_shared_session_test {
 
 using testing::CollectingSink;
 using testing::FakeSharedJournal;
+using testing::MakeJournaledEngine;
+using testing::RunToAnswer;
 using testing::SharedRecords;
-
-std::unique_ptr<Engine> MakeEngine(std::shared_ptr<SessionJournal> journal,
-                                   absl::Duration ttl = absl::Minutes(10)) {
-  EngineOptions o;
-  o.model_path = testing::ModelPath("stories260K.gguf");
-  o.kv_blocks = 256;
-  // F32 arithmetic: a conversation recomputed on another engine gives the cached one's logits.
-  o.model.llama.linear.compute = ops::LinearCompute::kF32;
-  o.session_journal = std::move(journal);
-  o.session_ttl = ttl;
-  auto e = Engine::Create(o);
-  INFO(e.status().ToString());
-  REQUIRE(e.ok());
-  return std::move(e).value();
-}
 
 EngineRequest Turn(const std::string& session, const std::string& text, bool sampled,
                    const std::string& owner = "alice") {
@@ -50,17 +37,6 @@ EngineRequest Turn(const std::string& session, const std::string& text, bool sam
   return r;
 }
 
-std::vector<int32_t> Run(Engine& e, EngineRequest r) {
-  auto sink = std::make_shared<CollectingSink>();
-  auto id = e.Submit(std::move(r), sink);
-  INFO(id.status().ToString());
-  REQUIRE(id.ok());
-  const auto& res = sink->Wait();
-  INFO(res.status().ToString());
-  REQUIRE(res.ok());
-  return res->hypotheses[0].ids;
-}
-
 const std::vector<std::string> kTurns = {"Once upon a time", " The dog", " Then", " At last"};
 
 TEST_CASE("a session that moves between engines on one store gives one engine's tokens",
@@ -70,23 +46,23 @@ TEST_CASE("a session that moves between engines on one store gives one engine's 
     // One engine alone, no store.
     std::vector<std::vector<int32_t>> alone;
     {
-      auto e = MakeEngine(nullptr);
+      auto e = MakeJournaledEngine(nullptr);
       auto id = e->CreateSession("", "alice");
       REQUIRE(id.ok());
-      for (const std::string& t : kTurns) alone.push_back(Run(*e, Turn(*id, t, sampled)));
+      for (const std::string& t : kTurns) alone.push_back(RunToAnswer(*e, Turn(*id, t, sampled)));
     }
     auto store = std::make_shared<SharedRecords>();
     auto ja = std::make_shared<FakeSharedJournal>(store);
     auto jb = std::make_shared<FakeSharedJournal>(store);
-    auto a = MakeEngine(ja);
-    auto b = MakeEngine(jb);
+    auto a = MakeJournaledEngine(ja);
+    auto b = MakeJournaledEngine(jb);
     auto id = a->CreateSession("", "alice");
     REQUIRE(id.ok());
     // A, B, A, B: each engine's copy is a turn behind when the session comes back to it.
     Engine* engines[] = {a.get(), b.get(), a.get(), b.get()};
     for (size_t i = 0; i < kTurns.size(); ++i) {
       INFO("turn " << i);
-      CHECK(Run(*engines[i], Turn(*id, kTurns[i], sampled)) == alone[i]);
+      CHECK(RunToAnswer(*engines[i], Turn(*id, kTurns[i], sampled)) == alone[i]);
     }
     auto on_a = a->GetSessionAttachment(*id, "alice");
     REQUIRE(on_a.ok());
@@ -102,11 +78,11 @@ TEST_CASE("a session deleted on one engine is gone on the others", "[engine][sha
   auto store = std::make_shared<SharedRecords>();
   auto ja = std::make_shared<FakeSharedJournal>(store);
   auto jb = std::make_shared<FakeSharedJournal>(store);
-  auto a = MakeEngine(ja);
-  auto b = MakeEngine(jb);
+  auto a = MakeJournaledEngine(ja);
+  auto b = MakeJournaledEngine(jb);
   auto id = a->CreateSession("", "alice");
   REQUIRE(id.ok());
-  Run(*a, Turn(*id, kTurns[0], false));
+  RunToAnswer(*a, Turn(*id, kTurns[0], false));
   REQUIRE(ja->WaitWritten());
   // B deletes a session it never held.
   REQUIRE(b->DeleteSession(*id, "alice").ok());
@@ -125,10 +101,10 @@ TEST_CASE("an engine's local expiry leaves the shared record, the store's expiry
           "[engine][shared]") {
   auto store = std::make_shared<SharedRecords>();
   auto journal = std::make_shared<FakeSharedJournal>(store);
-  auto a = MakeEngine(journal, absl::Milliseconds(300));
+  auto a = MakeJournaledEngine(journal, absl::Milliseconds(300));
   auto id = a->CreateSession("", "alice");
   REQUIRE(id.ok());
-  Run(*a, Turn(*id, kTurns[0], false));
+  RunToAnswer(*a, Turn(*id, kTurns[0], false));
   REQUIRE(journal->WaitWritten());
   // Past the TTL the engine lets its copy go (the loop expires sessions every second), but
   // another server may be using the session: the record stays and comes back on the next turn.
@@ -136,7 +112,7 @@ TEST_CASE("an engine's local expiry leaves the shared record, the store's expiry
   while (a->Stats().sessions > 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(50));
   REQUIRE(a->Stats().sessions == 0);
   REQUIRE(store->Get(*id).has_value());
-  Run(*a, Turn(*id, kTurns[1], false));
+  RunToAnswer(*a, Turn(*id, kTurns[1], false));
   CHECK(a->GetSessionAttachment(*id, "alice")->version == 2);
   // The store's own expiry (Redis's TTL) ends it everywhere.
   REQUIRE(journal->WaitWritten());
@@ -149,14 +125,14 @@ TEST_CASE("an unreachable shared store leaves each engine serving what it holds"
   auto store = std::make_shared<SharedRecords>();
   auto ja = std::make_shared<FakeSharedJournal>(store);
   auto jb = std::make_shared<FakeSharedJournal>(store);
-  auto a = MakeEngine(ja);
-  auto b = MakeEngine(jb);
+  auto a = MakeJournaledEngine(ja);
+  auto b = MakeJournaledEngine(jb);
   store->SetReachable(false);
   // Created and continued while the store is away: not confirmed, so kept although the store
   // has no record of it.
   auto id = a->CreateSession("", "alice");
   REQUIRE(id.ok());
-  std::vector<int32_t> first = Run(*a, Turn(*id, kTurns[0], false));
+  std::vector<int32_t> first = RunToAnswer(*a, Turn(*id, kTurns[0], false));
   CHECK(ja->degraded());
   CHECK(a->GetSessionAttachment(*id, "alice")->version == 1);
   // B cannot know of it.
@@ -168,11 +144,12 @@ TEST_CASE("an unreachable shared store leaves each engine serving what it holds"
   auto on_b = b->GetSessionAttachment(*id, "alice");
   REQUIRE(on_b.ok());
   CHECK(on_b->version == 1);
-  auto alone = MakeEngine(nullptr);
+  auto alone = MakeJournaledEngine(nullptr);
   auto lone = alone->CreateSession("", "alice");
   REQUIRE(lone.ok());
-  Run(*alone, Turn(*lone, kTurns[0], false));
-  CHECK(Run(*b, Turn(*id, kTurns[1], false)) == Run(*alone, Turn(*lone, kTurns[1], false)));
+  RunToAnswer(*alone, Turn(*lone, kTurns[0], false));
+  CHECK(RunToAnswer(*b, Turn(*id, kTurns[1], false)) ==
+        RunToAnswer(*alone, Turn(*lone, kTurns[1], false)));
 }
 
 }  // namespace engine_shared_session_test

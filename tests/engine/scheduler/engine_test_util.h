@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "engine/scheduler/engine.h"
+#include "tests/test_util.h"
 
 namespace textgen::testing {
 
@@ -96,6 +98,35 @@ inline void CheckSame(const GenerationResult& a, const GenerationResult& b) {
     }
     CHECK(max_diff < 1e-4);
   }
+}
+
+// An engine on stories260K whose sessions go to `journal`, with F32 arithmetic: a conversation
+// recomputed from its stored tokens (after a restart, or on another engine) gives the logits
+// its cached KV gave.
+inline std::unique_ptr<Engine> MakeJournaledEngine(std::shared_ptr<SessionJournal> journal,
+                                                   absl::Duration ttl = absl::Minutes(10)) {
+  EngineOptions o;
+  o.model_path = ModelPath("stories260K.gguf");
+  o.kv_blocks = 256;
+  o.model.llama.linear.compute = ops::LinearCompute::kF32;
+  o.session_journal = std::move(journal);
+  o.session_ttl = ttl;
+  auto e = Engine::Create(o);
+  INFO(e.status().ToString());
+  REQUIRE(e.ok());
+  return std::move(e).value();
+}
+
+// Runs `r` to its end, which must be an answer: its best hypothesis's ids.
+inline std::vector<int32_t> RunToAnswer(Engine& e, EngineRequest r) {
+  auto sink = std::make_shared<CollectingSink>();
+  auto id = e.Submit(std::move(r), sink);
+  INFO(id.status().ToString());
+  REQUIRE(id.ok());
+  const auto& res = sink->Wait();
+  INFO(res.status().ToString());
+  REQUIRE(res.ok());
+  return res->hypotheses[0].ids;
 }
 
 }  // namespace textgen::testing
