@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "client/textgen_client_rpc.h"
+#include "tests/docker/session_calls.h"
 #include "tests/support/generate_stream.h"
 #include "tests/support/metrics_scrape.h"
 #include "tests/support/nginx_process.h"
@@ -52,28 +53,8 @@ Replica StartReplica() {
   return r;
 }
 
-// 128 random bits as 32 lowercase hex characters: the client-chosen id format.
-std::string RandomSessionId(std::mt19937_64& rng) {
-  char buf[33];
-  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(rng()),
-                static_cast<unsigned long long>(rng()));
-  return buf;
-}
-
-// CreateSession / DeleteSession as textgen-client makes them: the id in the request and in
+// DeleteSession as textgen-client makes it: the id in the request and in
 // the x-session-id metadata that nginx hashes on.
-grpc::Status CreateSession(v1::TextGeneration::Stub& stub, const std::string& id) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  ctx.AddMetadata(kSessionMetadataKey, id);
-  v1::CreateSessionRequest req;
-  req.set_session_id(id);
-  v1::Session session;
-  grpc::Status st = stub.CreateSession(&ctx, req, &session);
-  if (st.ok()) CHECK(session.session_id() == id);
-  return st;
-}
-
 grpc::Status DeleteSession(v1::TextGeneration::Stub& stub, const std::string& id) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "client/textgen_client_rpc.h"
+#include "tests/docker/session_calls.h"
 #include "tests/support/generate_stream.h"
 #include "tests/support/metrics_scrape.h"
 #include "tests/support/nginx_process.h"
@@ -66,23 +67,6 @@ Replica StartReplica(const std::string& redis_url) {
                   "--state-store",     redis_url};
   r.server = std::make_unique<ServerProcess>(o);
   return r;
-}
-
-std::string RandomSessionId(std::mt19937_64& rng) {
-  char buf[33];
-  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(rng()),
-                static_cast<unsigned long long>(rng()));
-  return buf;
-}
-
-grpc::Status CreateSession(v1::TextGeneration::Stub& stub, const std::string& id) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  ctx.AddMetadata(kSessionMetadataKey, id);
-  v1::CreateSessionRequest req;
-  req.set_session_id(id);
-  v1::Session session;
-  return stub.CreateSession(&ctx, req, &session);
 }
 
 // Turn `t` of a session; odd `kind`: seeded sampling, else greedy.
